@@ -1,0 +1,5 @@
+import sys
+
+from simhash_spark.cli import main
+
+sys.exit(main())

@@ -1,0 +1,34 @@
+"""Every column name the job reads or writes, in one place."""
+
+# documents/
+ID = "id"
+TEXT = "text"  # internal: the configured text columns joined with newlines
+FINGERPRINT = "fingerprint"
+FINGERPRINT_HEX = "fingerprint_hex"
+STATUS = "status"
+N_CHARS = "n_chars"
+CLUSTER_ID = "cluster_id"
+CLUSTER_SIZE = "cluster_size"
+IS_DUPLICATE = "is_duplicate"
+
+# pairs/
+ID_A = "id_a"
+ID_B = "id_b"
+DISTANCE = "distance"
+
+# clusters/
+SIZE = "size"
+MEMBER_IDS = "member_ids"
+
+# internal: band join and connected components
+TABLE = "band"
+KEY = "band_key"
+SRC = "src"
+DST = "dst"
+NODE = "node"
+COMPONENT = "component"
+FINGERPRINT_A = "fingerprint_a"
+FINGERPRINT_B = "fingerprint_b"
+
+# Columns the job adds to documents/: pass-through columns must not reuse these names.
+RESERVED = (ID, FINGERPRINT, FINGERPRINT_HEX, STATUS, N_CHARS, CLUSTER_ID, CLUSTER_SIZE, IS_DUPLICATE)

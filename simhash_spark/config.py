@@ -1,0 +1,263 @@
+"""The job's configuration: one frozen, typed tree loaded from TOML and validated at load.
+
+Every error names the offending key (``features.top_k``) and value. ``--set section.key=value``
+overrides are parsed as TOML values (``--set match.max_distance=4``, ``--set input.text_columns=["title","body"]``);
+a value that is not valid TOML is taken as a plain string (``--set features.mode=tf``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simhash_spark.core.features import MODES, FeatureOptions
+from simhash_spark.core.fingerprint import FingerprintOptions, ModelOptions
+from simhash_spark.core.hashing import HASHES
+from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.tokenize import TokenizerOptions
+from simhash_spark.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    id_column: str = "id"
+    text_columns: tuple[str, ...] = ("text",)
+    passthrough_columns: tuple[str, ...] = ()
+    allow_empty: bool = False
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    max_distance: int = 3
+
+
+@dataclass(frozen=True)
+class BandsConfig:
+    scheme: str = "4x16"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    representative: str = "min_id"
+    max_iterations: int = 100
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    write_deduplicated: bool = True
+    overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    app_name: str = "simhash_spark"
+    arrow_batch_size: int = 1000
+    min_fingerprint_partitions: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    input: InputConfig = field(default_factory=InputConfig)
+    normalize: NormalizeOptions = field(default_factory=NormalizeOptions)
+    tokenizer: TokenizerOptions = field(default_factory=TokenizerOptions)
+    features: FeatureOptions = field(default_factory=FeatureOptions)
+    fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
+    match: MatchConfig = field(default_factory=MatchConfig)
+    bands: BandsConfig = field(default_factory=BandsConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    @property
+    def model(self) -> ModelOptions:
+        return ModelOptions(self.normalize, self.tokenizer, self.features, self.fingerprint)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            f.name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
+            for f in dataclasses.fields(self)
+        }
+
+    def replace(self, **sections: Any) -> Config:
+        return dataclasses.replace(self, **sections)
+
+
+# --- field rules -----------------------------------------------------------------------------------
+
+
+def _choice(options: Iterable[str]) -> Callable[[Any], str | None]:
+    opts = tuple(options)
+    return lambda v: None if v in opts else f"must be one of {', '.join(map(repr, opts))}"
+
+
+def _at_least(lo: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= lo else f"must be >= {lo}"
+
+
+def _identifier(v: Any) -> str | None:
+    return None if v else "must not be empty"
+
+
+def _existing_file(v: Any) -> str | None:
+    return None if not v or os.path.isfile(v) else f"file not found: {v}"
+
+
+def _representative(v: Any) -> str | None:
+    if v in ("min_id", "longest_text"):
+        return None
+    kind, _, col = v.partition(":")
+    if kind in ("min", "max") and col:
+        return None
+    return "must be 'min_id', 'longest_text', 'min:COLUMN' or 'max:COLUMN'"
+
+
+def _scheme(v: Any) -> str | None:
+    from simhash_spark.core.bands import parse_scheme
+
+    try:
+        parse_scheme(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+_RULES: dict[str, Callable[[Any], str | None]] = {
+    "input.id_column": _identifier,
+    "input.text_columns": lambda v: None if v and all(v) else "must name at least one column",
+    "normalize.max_chars": _at_least(1),
+    "tokenizer.backend": _choice(("jieba",)),
+    "tokenizer.user_dict_path": _existing_file,
+    "features.mode": _choice(MODES),
+    "features.top_k": _at_least(0),
+    "features.idf_path": _existing_file,
+    "features.stop_words_path": _existing_file,
+    "features.ngram_size": _at_least(1),
+    "fingerprint.hash": _choice(HASHES),
+    "fingerprint.min_chars": _at_least(1),
+    "match.max_distance": _at_least(0),
+    "bands.scheme": _scheme,
+    "cluster.representative": _representative,
+    "cluster.max_iterations": _at_least(1),
+    "spark.arrow_batch_size": _at_least(1),
+    "spark.min_fingerprint_partitions": _at_least(0),
+}
+
+
+def _coerce(key: str, value: Any, typ: Any) -> Any:
+    """Check ``value`` against the field's annotation; TOML arrays become tuples."""
+    origin = typing.get_origin(typ)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if typ is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if typ is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+            raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        return tuple(value)
+    if isinstance(typ, types.UnionType):  # pragma: no cover - no optional fields today
+        return value
+    raise ConfigError(f"{key}: unsupported type {typ!r}")
+
+
+def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        full = f"{name}.{key}"
+        if key not in known:
+            raise ConfigError(f"{full}: unknown key (known keys in [{name}]: {', '.join(sorted(known))})")
+        value = _coerce(full, value, hints[key])
+        rule = _RULES.get(full)
+        if rule is not None:
+            problem = rule(value)
+            if problem:
+                raise ConfigError(f"{full}: {problem} (got {value!r})")
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _check_cross_fields(cfg: Config) -> None:
+    from simhash_spark.core.bands import parse_scheme
+
+    scheme = parse_scheme(cfg.bands.scheme)
+    k = cfg.match.max_distance
+    if not scheme.guarantees(k):
+        raise ConfigError(
+            f"match.max_distance: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
+            f"pair only up to {scheme.max_exact_distance} differing bits; use fewer bits or more blocks "
+            f"(e.g. bands.scheme=\"blocks:{k + 2}\")"
+        )
+
+
+def from_mapping(data: Mapping[str, Any]) -> Config:
+    sections = {f.name: f for f in dataclasses.fields(Config)}
+    hints = typing.get_type_hints(Config)
+    kwargs: dict[str, Any] = {}
+    for name, values in data.items():
+        if name not in sections:
+            raise ConfigError(f"[{name}]: unknown section (known: {', '.join(sections)})")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"[{name}]: expected a table of keys, got {values!r}")
+        kwargs[name] = _build_section(name, hints[name], values)
+    cfg = Config(**kwargs)
+    _check_cross_fields(cfg)
+    return cfg
+
+
+def parse_override(item: str) -> tuple[str, str, Any]:
+    """``section.key=value`` → (section, key, value)."""
+    lhs, sep, rhs = item.partition("=")
+    section, dot, key = lhs.strip().partition(".")
+    if not sep or not dot or not section or not key:
+        raise ConfigError(f"--set {item!r}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {rhs.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = rhs.strip()
+    return section, key, value
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> Config:
+    """Load ``path`` (default: the packaged ``conf/default.toml`` if present, else built-in defaults),
+    apply ``section.key=value`` overrides, validate."""
+    data: dict[str, dict[str, Any]] = {}
+    source = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    if path is not None or source.is_file():
+        try:
+            with open(source, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {source}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    for item in overrides:
+        section, key, value = parse_override(item)
+        data.setdefault(section, {})[key] = value
+    try:
+        return from_mapping(data)
+    except ConfigError as e:
+        raise ConfigError(f"{e} [config: {source if path is not None or source.is_file() else 'defaults'}]") from None

@@ -1,0 +1,1 @@
+"""Pure-Python core: normalization, tokenization, features and SimHash. Never imports pyspark."""

@@ -1,0 +1,71 @@
+"""Weighted bit voting (SimHash) over batches of documents, and Hamming distance (pure numpy).
+
+Bit i of a fingerprint is bit i of the feature hashes (LSB = bit 0): every feature adds its weight to
+the bits it has set and subtracts it from the others; a bit is set when its sum is strictly positive.
+Fingerprints are unsigned 64-bit values; Spark stores them as signed LONG (the two's-complement view).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+BITS = 64
+
+
+def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Fingerprints of a batch of documents.
+
+    ``hashes`` (uint64) and ``weights`` (float64) hold every document's features back to back; ``counts``
+    says how many belong to each document, in order. Returns uint64 fingerprints, 0 for a document
+    without features (callers mark those by status, never by value).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n_docs = len(counts)
+    out = np.zeros(n_docs, dtype=np.uint64)
+    if hashes.size == 0:
+        return out
+    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    # +w where the bit is set, -w where it is not: w * (2*bit - 1)
+    votes = (bits.astype(np.float64) * 2.0 - 1.0) * weights.astype(np.float64)[:, None]
+    nonempty = counts > 0
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
+    sums = np.add.reduceat(votes, starts, axis=0)
+    packed = np.packbits(sums > 0, axis=1, bitorder="little")
+    out[nonempty] = packed.view("<u8").reshape(-1)
+    return out
+
+
+def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:
+    """The original article's loop, bit by bit: the reference the batched version is tested against."""
+    vector = [0.0] * BITS
+    for h, w in zip(hashes, weights, strict=True):
+        for i in range(BITS):
+            vector[i] += w if (h >> i) & 1 else -w
+    fp = 0
+    for i in range(BITS):
+        if vector[i] > 0:
+            fp |= 1 << i
+    return fp
+
+
+def to_signed(values: np.ndarray) -> np.ndarray:
+    """uint64 → int64 two's-complement view (what Spark's LONG holds)."""
+    return np.asarray(values, dtype=np.uint64).view(np.int64)
+
+
+def to_hex(value: int) -> str:
+    """16 lowercase hex digits of the unsigned value (signed input accepted)."""
+    return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def hamming(a: int, b: int) -> int:
+    """Differing bits between two fingerprints, signed or unsigned."""
+    return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()
+
+
+def hamming_matrix(fps: np.ndarray) -> np.ndarray:
+    """All-pairs Hamming distances (brute force, for tests and small buckets)."""
+    u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
+    return np.bitwise_count(u[:, None] ^ u[None, :]).astype(np.int64)

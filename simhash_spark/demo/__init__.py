@@ -1,0 +1,1 @@
+"""A self-made sample corpus with planted near-duplicates, and the demo run."""

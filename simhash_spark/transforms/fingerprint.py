@@ -1,0 +1,59 @@
+"""Fingerprinting as an Arrow pandas UDF around :class:`simhash_spark.core.fingerprint.Fingerprinter`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
+
+from simhash_spark import columns as C
+from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter, ModelOptions
+
+_RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
+
+
+def _fingerprint_udf(model: ModelOptions):  # type: ignore[no-untyped-def]
+    @pandas_udf(_RESULT_SCHEMA)  # type: ignore[call-overload]
+    def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
+        fp = Fingerprinter(model)  # once per task; the heavy state inside is cached per worker process
+        for texts in batches:
+            res = fp.batch(texts.where(texts.notna(), None).tolist())
+            yield pd.DataFrame(
+                {
+                    C.FINGERPRINT: pd.arrays.IntegerArray(res.fingerprint, ~res.has_fingerprint),
+                    C.STATUS: res.status,
+                    C.N_CHARS: res.n_chars.astype("int32"),
+                }
+            )
+
+    return fingerprint
+
+
+def fingerprint_hex(fingerprint: Column) -> Column:
+    """16 lowercase hex digits of the unsigned fingerprint (Spark's ``hex`` of a LONG is unsigned)."""
+    return F.lower(F.lpad(F.hex(fingerprint), 16, "0"))
+
+
+def is_fingerprinted(status: Column) -> Column:
+    return status.isin(*FINGERPRINTED)
+
+
+def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, ...] = ()) -> DataFrame:
+    """Fingerprint every document.
+
+    In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
+    Out: ``id``, ``fingerprint`` (LONG, null unless status is ok/truncated), ``fingerprint_hex``,
+    ``status``, ``n_chars``, then the ``extra`` columns unchanged. One row per input row.
+    """
+    res = docs.withColumn("_fp", _fingerprint_udf(model)(F.col(C.TEXT)))
+    return res.select(
+        F.col(C.ID),
+        F.col(f"_fp.{C.FINGERPRINT}").alias(C.FINGERPRINT),
+        fingerprint_hex(F.col(f"_fp.{C.FINGERPRINT}")).alias(C.FINGERPRINT_HEX),
+        F.col(f"_fp.{C.STATUS}").alias(C.STATUS),
+        F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
+        *[F.col(c) for c in extra],
+    )

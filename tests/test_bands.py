@@ -1,0 +1,44 @@
+import itertools
+import random
+
+import pytest
+
+from simhash_spark.core.bands import parse_scheme
+from simhash_spark.core.simhash import hamming
+
+
+def test_4x16_is_the_article_layout():
+    s = parse_scheme("4x16")
+    assert s.block_masks() == [0xFFFF << 48, 0xFFFF << 32, 0xFFFF << 16, 0xFFFF]
+    assert len(s.table_masks(3)) == 4 and s.max_exact_distance == 3
+    assert not s.guarantees(4)
+    with pytest.raises(ValueError):
+        s.table_masks(4)
+
+
+def test_blocks_scheme_table_counts():
+    assert len(parse_scheme("blocks:5").table_masks(3)) == 10
+    assert len(parse_scheme("blocks:6").table_masks(3)) == 20
+    assert len(parse_scheme("blocks:6").table_masks(0)) == 1
+    masks = parse_scheme("blocks:6").block_masks()
+    assert sum(bin(m).count("1") for m in masks) == 64
+    assert all(a & b == 0 for a, b in itertools.combinations(masks, 2))
+
+
+@pytest.mark.parametrize("spec", ["4x15", "0x64", "blocks:0", "blocks:65", "sixteen", ""])
+def test_invalid_specs(spec):
+    with pytest.raises(ValueError):
+        parse_scheme(spec)
+
+
+@pytest.mark.parametrize(("spec", "k"), [("4x16", 3), ("4x16", 1), ("blocks:5", 3), ("blocks:6", 4), ("8x8", 7)])
+def test_pigeonhole_every_close_pair_shares_a_table(spec, k):
+    rng = random.Random(3)
+    masks = parse_scheme(spec).table_masks(k)
+    for _ in range(3000):
+        a = rng.getrandbits(64)
+        b = a
+        for bit in rng.sample(range(64), rng.randint(0, k)):
+            b ^= 1 << bit
+        assert hamming(a, b) <= k
+        assert any(((a ^ b) & (m & (2**64 - 1))) == 0 for m in masks)

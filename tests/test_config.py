@@ -1,0 +1,79 @@
+import dataclasses
+
+import pytest
+
+from simhash_spark.config import DEFAULT_CONFIG_PATH, Config, load_config, parse_override
+from simhash_spark.errors import ConfigError
+
+
+def test_default_toml_documents_every_key_with_its_default():
+    import tomllib
+
+    data = tomllib.loads(DEFAULT_CONFIG_PATH.read_text("utf-8"))
+    defaults = Config()
+    for f in dataclasses.fields(Config):
+        section = getattr(defaults, f.name)
+        keys = {x.name for x in dataclasses.fields(section)}
+        assert set(data[f.name]) == keys, f.name
+        for key in keys:
+            value = data[f.name][key]
+            want = getattr(section, key)
+            assert (tuple(value) if isinstance(value, list) else value) == want, f"{f.name}.{key}"
+    assert load_config() == defaults
+
+
+def test_overrides_are_typed():
+    cfg = load_config(overrides=["match.max_distance=2", "features.mode=tf", 'input.text_columns=["title","text"]',
+                                 "normalize.cjk_only=true"])
+    assert cfg.match.max_distance == 2 and cfg.features.mode == "tf"
+    assert cfg.input.text_columns == ("title", "text") and cfg.normalize.cjk_only is True
+
+
+def test_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().match.max_distance = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("match.max_distance=4", "match.max_distance: 4 is too large for bands.scheme='4x16'"),
+        ("match.max_distance=-1", "match.max_distance: must be >= 0"),
+        ("features.top_k=ten", "features.top_k: expected an integer, got 'ten'"),
+        ("features.mode=magic", "features.mode: must be one of"),
+        ("features.colour=red", "features.colour: unknown key"),
+        ("nosuch.key=1", "[nosuch]: unknown section"),
+        ("fingerprint.hash=sha1", "fingerprint.hash: must be one of"),
+        ("bands.scheme=3x3", "bands.scheme: '3x3': N x W must cover exactly 64 bits"),
+        ("features.idf_path=/no/such/file", "features.idf_path: file not found"),
+        ("cluster.representative=biggest", "cluster.representative: must be"),
+        ("normalize.lowercase=1", "normalize.lowercase: expected true or false"),
+        ("match", "expected section.key=value"),
+    ],
+)
+def test_bad_values_name_the_field(override, message):
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert message in str(e.value)
+
+
+def test_wider_blocks_allow_larger_k():
+    cfg = load_config(overrides=["match.max_distance=5", "bands.scheme=blocks:7"])
+    assert cfg.match.max_distance == 5
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[match\nmax_distance = 3", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    typed = tmp_path / "typed.toml"
+    typed.write_text("[match]\nmax_distance = \"3\"\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"match.max_distance: expected an integer.*typed.toml"):
+        load_config(typed)
+
+
+def test_parse_override_plain_string_fallback():
+    assert parse_override("cluster.representative=min:publish_time") == ("cluster", "representative", "min:publish_time")

@@ -1,0 +1,52 @@
+import jieba.analyse
+import numpy as np
+
+from simhash_spark.core.fingerprint import (
+    EMPTY,
+    NO_FEATURES,
+    NULL_TEXT,
+    OK,
+    TOO_SHORT,
+    TRUNCATED,
+    Fingerprinter,
+    FingerprintOptions,
+    ModelOptions,
+)
+from simhash_spark.core.hashing import md5_64
+from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.simhash import simhash_reference, to_signed
+from tests.textgen import mixed_documents
+
+
+def test_statuses_per_row():
+    fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(min_chars=3), normalize=NormalizeOptions(max_chars=50)))
+    res = fp.batch([None, "", "<p>&nbsp;</p>", "新闻", "，。！的", "北京市政府发布了城市更新方案", "北京" * 100])
+    assert res.status == [NULL_TEXT, EMPTY, EMPTY, TOO_SHORT, NO_FEATURES, OK, TRUNCATED]
+    assert res.has_fingerprint.tolist() == [False] * 5 + [True, True]
+    assert res.n_chars.tolist()[:6] == [0, 0, 0, 2, 4, 14] and res.n_chars[6] == 50
+
+
+def test_fingerprint_equals_article_recipe():
+    """The original article: extract_tags(topK=50, withWeight=True), MD5-64 per keyword, weighted voting."""
+    docs = mixed_documents(80, seed=5)
+    fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(hash="md5_64")))
+    res = fp.batch(docs)
+    for i, d in enumerate(docs):
+        tags = jieba.analyse.extract_tags(normalize(d, NormalizeOptions()).text, topK=50, withWeight=True)
+        if not tags:
+            assert not res.has_fingerprint[i]
+            continue
+        expected = simhash_reference([md5_64(w) for w, _ in tags], [x for _, x in tags])
+        assert int(res.fingerprint[i]) == int(to_signed(np.array([expected], dtype=np.uint64))[0])
+
+
+def test_format_only_variants_get_identical_fingerprints():
+    fp = Fingerprinter(ModelOptions())
+    res = fp.batch(
+        [
+            "北京市政府今天发布了城市更新方案，计划覆盖１２０个项目。",
+            "<p>北京市政府今天发布了城市更新方案,计划覆盖120个项目.</p>",
+            "北京市政府今天\u200b发布了城市更新方案，  计划覆盖120个项目。",
+        ]
+    )
+    assert len(set(res.fingerprint.tolist())) == 1

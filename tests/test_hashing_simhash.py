@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simhash_spark.core.hashing import HASHES, hash_function, hash_many, md5_64, murmur3_64, xxh64
+from simhash_spark.core.simhash import hamming, hamming_matrix, simhash_batch, simhash_reference, to_hex, to_signed
+
+FEATURES = [("新闻", 3.2), ("联播", 2.5), ("北京", 1.0), ("simhash", 0.7)]
+
+
+def test_hash_known_values():
+    # published reference values for the empty input, and MD5 per the original article's recipe
+    assert xxh64("") == 0xEF46DB3751D8E999
+    assert md5_64("") == 0xD41D8CD98F00B204
+    assert murmur3_64("") == 0
+    assert md5_64("新闻") == int("1d9c15c5d2162ce4", 16)
+    assert xxh64("新闻") == 0x6F4492AC6974B67A
+    assert murmur3_64("新闻") == 0x9D3227888E7B253E  # Guava murmur3_128().hashString(..).asLong(), unsigned
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("xxh64", 0x6F4452EC6974F67A), ("md5_64", 0x1D9C15E5D41E28E0), ("murmur3_64", 0x1DB225088F3A251E)],
+)
+def test_simhash_known_vectors(name, expected):
+    fn = hash_function(name)
+    hashes = [fn(f) for f, _ in FEATURES]
+    weights = [w for _, w in FEATURES]
+    assert simhash_reference(hashes, weights) == expected
+    batch = simhash_batch(np.array(hashes, dtype=np.uint64), np.array(weights), [len(hashes)])
+    assert int(batch[0]) == expected
+
+
+def test_single_feature_fingerprint_is_its_hash():
+    h = xxh64("唯一")
+    assert int(simhash_batch(np.array([h], dtype=np.uint64), np.array([1.0]), [1])[0]) == h
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 2**64 - 1), st.floats(0.01, 100.0)), min_size=0, max_size=30),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_batch_equals_reference_loop(docs):
+    hashes = np.array([h for d in docs for h, _ in d], dtype=np.uint64)
+    weights = np.array([w for d in docs for _, w in d], dtype=np.float64)
+    out = simhash_batch(hashes, weights, [len(d) for d in docs])
+    for i, d in enumerate(docs):
+        expected = simhash_reference([h for h, _ in d], [w for _, w in d]) if d else 0
+        assert int(out[i]) == expected
+
+
+def test_hash_many_matches_scalar():
+    feats = ["a", "新闻", "😀", ""]
+    for name in HASHES:
+        fn = hash_function(name)
+        assert hash_many(feats, name).tolist() == [fn(f) for f in feats]
+
+
+def test_unknown_hash():
+    with pytest.raises(ValueError, match="unknown hash"):
+        hash_function("sha1")
+
+
+def test_signed_view_hex_and_hamming_on_negative_values():
+    u = np.array([0xFFFFFFFFFFFFFFFF, 0x8000000000000000, 1], dtype=np.uint64)
+    s = to_signed(u)
+    assert s.tolist() == [-1, -(2**63), 1]
+    assert to_hex(-1) == "ffffffffffffffff" and to_hex(1) == "0000000000000001"
+    assert hamming(-1, 0) == 64
+    assert hamming(-(2**63), 0) == 1
+    assert hamming(-1, 1) == 63
+    m = hamming_matrix(s)
+    assert m.tolist() == [[0, 63, 63], [63, 0, 2], [63, 2, 0]]
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1))
+def test_hamming_signed_equals_unsigned(a, b):
+    mask = 2**64 - 1
+    assert hamming(a, b) == bin((a & mask) ^ (b & mask)).count("1")

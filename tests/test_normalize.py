@@ -1,0 +1,61 @@
+from simhash_spark.core.normalize import NormalizeOptions, normalize, strip_html
+
+OPTS = NormalizeOptions()
+
+
+def n(text: str, **kw) -> str:
+    return normalize(text, NormalizeOptions(**kw) if kw else OPTS).text
+
+
+def test_html_tags_scripts_comments_and_entities():
+    html = '<div class="a"><script>var x = "新闻";</script><!-- c --><p>北京&amp;上海</p><br/>天津&#183;&lt;b&gt;</div>'
+    assert n(html) == "北京&上海 天津·<b>"
+
+
+def test_bare_less_than_is_not_a_tag():
+    assert strip_html("a < b and c > d") == "a < b and c > d"
+
+
+def test_full_width_to_half_width_and_lowercase():
+    assert n("ＡＢＣ１２３％ Ｈｅｌｌｏ") == "abc123% hello"
+
+
+def test_chinese_punctuation_unified():
+    assert n("你好，世界。“引号”《书名》【注】——完…") == '你好,世界."引号"<书名>[注]--完...'
+    # the two ways of writing the same sentence normalize identically
+    assert n("今天，下雨了。") == n("今天,下雨了.")
+
+
+def test_control_and_invisible_characters_dropped():
+    assert n("新\u200b闻\ufeff联\u00ad播\x07") == "新闻联播"
+    assert n("a\tb\r\nc\x0bd") == "a b c d"
+    assert n("好\ufe0f的") == "好的"
+
+
+def test_whitespace_collapsed():
+    assert n("  新闻 \n\n\t 联播  ") == "新闻 联播"
+
+
+def test_cjk_only_filter():
+    assert n("Hello 新闻, 2024 联播!", cjk_only=True) == "新闻联播"
+
+
+def test_options_can_be_switched_off():
+    raw = "<b>ＡＢ。</b>"
+    assert n(raw, strip_html=False, nfkc=False, unify_punctuation=False, lowercase=False) == raw
+
+
+def test_max_chars_truncates_and_flags():
+    out = normalize("新闻" * 100, NormalizeOptions(max_chars=10))
+    assert out.text == "新闻" * 5 and out.truncated
+    assert not normalize("新闻", NormalizeOptions(max_chars=10)).truncated
+
+
+def test_giant_document_is_capped_before_the_expensive_steps():
+    out = normalize("<p>" + "字" * 5_000_000, NormalizeOptions(max_chars=1000))
+    assert out.truncated and len(out.text) == 1000
+
+
+def test_empty_and_markup_only():
+    assert n("") == ""
+    assert n("<p> </p>&nbsp;") == ""
