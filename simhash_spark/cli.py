@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = d.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", metavar="PATH", help="Parquet file, directory or glob")
     src.add_argument("--input-table", metavar="TABLE", help="catalog table to read instead of --input")
-    d.add_argument("--output", required=True, metavar="PATH", help="output folder (must not exist, see --overwrite)")
+    d.add_argument(
+        "--output", required=True, metavar="PATH", help="output folder (must not exist, see --overwrite)"
+    )
     d.add_argument("--overwrite", action="store_true", help="replace an existing output folder atomically")
     _add_common(d)
 
@@ -82,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
-        level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -97,15 +101,29 @@ def _run_dedup(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     spark = build_session(cfg, master=args.master)
     summ = run(spark, cfg, output=args.output, input_path=args.input, input_table=args.input_table)
-    print(json.dumps({k: summ[k] for k in ("input_rows", "fingerprinted", "pairs_accepted", "clusters",
-                                           "duplicates", "dedup_rate")}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                k: summ[k]
+                for k in (
+                    "input_rows",
+                    "fingerprinted",
+                    "pairs_accepted",
+                    "clusters",
+                    "duplicates",
+                    "dedup_rate",
+                )
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     from simhash_spark.demo.run import run_demo
 
-    cfg = load_config(args.config, list(args.overrides) + ["output.overwrite=true"])
+    cfg = load_config(args.config, [*args.overrides, "output.overwrite=true"])
     run_demo(cfg, workdir=Path(args.workdir), n_docs=args.docs, seed=args.seed, master=args.master)
     return 0
 
@@ -121,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimhashSparkError as e:
         print(f"simhash_spark: error: {e}", file=sys.stderr)
         return e.exit_code
-    except Exception as e:  # noqa: BLE001 - the exit code is the contract; the traceback goes to the log
+    except Exception as e:
         log.exception("run failed")
         print(f"simhash_spark: failed: {type(e).__name__}: {_essence(e)}", file=sys.stderr)
         return 1

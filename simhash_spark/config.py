@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simhash_spark import columns as C
 from simhash_spark.core.features import MODES, FeatureOptions
 from simhash_spark.core.fingerprint import FingerprintOptions, ModelOptions
 from simhash_spark.core.hashing import HASHES
@@ -83,7 +84,10 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            f.name: {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
+            f.name: {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(getattr(self, f.name)).items()
+            }
             for f in dataclasses.fields(self)
         }
 
@@ -133,6 +137,11 @@ def _scheme(v: Any) -> str | None:
 _RULES: dict[str, Callable[[Any], str | None]] = {
     "input.id_column": _identifier,
     "input.text_columns": lambda v: None if v and all(v) else "must name at least one column",
+    "input.passthrough_columns": lambda v: (
+        f"{', '.join(repr(c) for c in v if c in C.RESERVED)} would overwrite output columns"
+        if set(v) & set(C.RESERVED)
+        else None
+    ),
     "normalize.max_chars": _at_least(1),
     "tokenizer.backend": _choice(("jieba",)),
     "tokenizer.user_dict_path": _existing_file,
@@ -209,7 +218,7 @@ def _check_cross_fields(cfg: Config) -> None:
         raise ConfigError(
             f"match.max_distance: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
             f"pair only up to {scheme.max_exact_distance} differing bits; use fewer bits or more blocks "
-            f"(e.g. bands.scheme=\"blocks:{k + 2}\")"
+            f'(e.g. bands.scheme="blocks:{k + 2}")'
         )
 
 
@@ -260,4 +269,6 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Iterable[
     try:
         return from_mapping(data)
     except ConfigError as e:
-        raise ConfigError(f"{e} [config: {source if path is not None or source.is_file() else 'defaults'}]") from None
+        raise ConfigError(
+            f"{e} [config: {source if path is not None or source.is_file() else 'defaults'}]"
+        ) from None

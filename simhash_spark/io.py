@@ -70,23 +70,28 @@ def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
             raise InputError(
                 f"{source}: text column {col!r} has type {fields[col].simpleString()}; expected string"
             )
-    clash = sorted(set(ic.passthrough_columns) & set(C.RESERVED))
-    if clash:
-        raise InputError(f"input.passthrough_columns: {_show(clash)} would overwrite output columns")
 
-    if not ic.allow_empty and raw.isEmpty():
-        raise InputError(f"{source}: the input has no rows (set input.allow_empty=true to accept that)")
     id_col = F.col(ic.id_column)
-    nulls = raw.where(id_col.isNull()).select(*[F.col(c) for c in raw.columns[:4]]).limit(_SHOW).collect()
-    if nulls:
+    # One pass in the common case; the queries that show offending values run only on failure.
+    totals = raw.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(id_col).alias("non_null"),
+        F.count_distinct(id_col).alias("distinct"),
+    ).first()
+    assert totals is not None
+    if totals["rows"] == 0 and not ic.allow_empty:
+        raise InputError(f"{source}: the input has no rows (set input.allow_empty=true to accept that)")
+    if totals["non_null"] < totals["rows"]:
+        nulls = raw.where(id_col.isNull()).select(*[F.col(c) for c in raw.columns[:4]]).limit(_SHOW).collect()
         raise InputError(
-            f"{source}: id column {ic.id_column!r} has null values, e.g. in rows {_show(r.asDict() for r in nulls)}"
+            f"{source}: id column {ic.id_column!r} has {totals['rows'] - totals['non_null']} null values, "
+            f"e.g. in rows {_show(r.asDict() for r in nulls)}"
         )
-    dups = raw.groupBy(id_col).count().where(F.col("count") > 1).orderBy(id_col).limit(_SHOW).collect()
-    if dups:
+    if totals["distinct"] < totals["rows"]:
+        dups = raw.groupBy(id_col).count().where(F.col("count") > 1).orderBy(id_col).limit(_SHOW).collect()
         raise InputError(
             f"{source}: id column {ic.id_column!r} has duplicate values, e.g. "
-            f"{_show(f'{r[0]!r} ({r[1]} rows)' for r in dups)}"
+            + ", ".join(f"{r[0]!r} ({r[1]} rows)" for r in dups)
         )
 
 
@@ -102,7 +107,9 @@ def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
     for t in texts:
         all_null = all_null & t.isNull()
     text = F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws("\n", *texts))
-    extras = list(dict.fromkeys([*ic.passthrough_columns, *filter(None, [policy_column(cfg.cluster.representative)])]))
+    extras = list(
+        dict.fromkeys([*ic.passthrough_columns, *filter(None, [policy_column(cfg.cluster.representative)])])
+    )
     extras = [c for c in extras if c not in (C.ID, C.TEXT)]
     return raw.select(F.col(ic.id_column).alias(C.ID), text.alias(C.TEXT), *[F.col(c) for c in extras])
 
@@ -124,7 +131,7 @@ class FileSystem:
             if jvm is None:
                 raise OutputError(f"{path}: only local output paths are supported without a JVM session")
             self._jvm = jvm
-            conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+            conf = spark._jsc.hadoopConfiguration()
             self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(conf)
 
     @staticmethod
@@ -194,29 +201,28 @@ class Publisher:
         self.staging = f"{prefix}.{name}.staging-{run}"
         self._old = f"{prefix}.{name}.old-{run}"
 
-    def check(self) -> None:
-        """Refuse early (before any work) when OUTPUT exists and overwriting was not asked for, or when the
-        parent folder cannot be written."""
+    def prepare(self) -> None:
+        """Refuse early (before any work) when OUTPUT exists and overwriting was not asked for, and create
+        the staging folder now so an unwritable location fails before hours of computing."""
         if self.fs.exists(self.output) and not self.overwrite:
             raise OutputError(f"output {self.output!r} already exists; pass --overwrite to replace it")
-        if self.fs.local:
-            parent = os.path.dirname(os.path.abspath(FileSystem._local(self.output))) or "."
-            probe = parent
-            while not os.path.exists(probe):
-                probe = os.path.dirname(probe)
-            if not os.access(probe, os.W_OK | os.X_OK):
-                raise OutputError(f"output {self.output!r}: folder {probe!r} is not writable")
+        try:
+            self.fs.mkdirs(self.staging)
+            self.fs.write_text(self.path("_RUNNING"), "")
+        except Exception as e:
+            self.abort()
+            raise OutputError(f"output {self.output!r} is not writable: {_first_line(e)}") from None
 
     def path(self, name: str) -> str:
         return _join(self.staging, name)
 
-    def begin(self) -> None:
-        self.fs.mkdirs(self.staging)
-
     def write_json(self, name: str, obj: Any) -> None:
-        self.fs.write_text(self.path(name), json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+        self.fs.write_text(
+            self.path(name), json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+        )
 
     def publish(self) -> None:
+        self.fs.delete(self.path("_RUNNING"))
         self.fs.write_text(self.path("_SUCCESS"), "")
         if self.fs.exists(self.output):
             if not self.overwrite:
@@ -234,7 +240,7 @@ class Publisher:
     def abort(self) -> None:
         try:
             self.fs.delete(self.staging)
-        except Exception:  # noqa: BLE001 - cleanup must never hide the original error
+        except Exception:
             log.warning("could not remove staging folder %s", self.staging)
 
 

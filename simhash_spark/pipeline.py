@@ -57,7 +57,7 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 def _default_parallelism(spark: SparkSession) -> int:
     try:
         return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+    except Exception:
         return int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
 
 
@@ -67,7 +67,7 @@ def _spread(spark: SparkSession, docs: DataFrame, cfg: Config) -> DataFrame:
     want = cfg.spark.min_fingerprint_partitions or 2 * _default_parallelism(spark)
     try:
         have = docs.rdd.getNumPartitions()
-    except Exception:  # noqa: BLE001 - Spark Connect: let Spark decide
+    except Exception:
         return docs
     return docs.repartition(want, C.ID) if have < want else docs
 
@@ -98,7 +98,9 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
 
     with _timed(timings, "candidates"):
         keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
-        candidates = candidate_pairs(keyed, scheme=scheme, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
+        candidates = candidate_pairs(keyed, scheme=scheme, max_distance=k).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         persisted.append(candidates)
         cand = candidates.agg(
             F.count(F.lit(1)).alias("examined"),
@@ -113,7 +115,10 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
             max_iterations=cfg.cluster.max_iterations,
         )
         documents = assign_clusters(
-            fps, comps.assignments, representative=cfg.cluster.representative, extra=cfg.input.passthrough_columns
+            fps,
+            comps.assignments,
+            representative=cfg.cluster.representative,
+            extra=cfg.input.passthrough_columns,
         ).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(documents)
         agg = documents.agg(
@@ -174,12 +179,12 @@ def run(
     """Read, dedup, write every output into staging, publish atomically. Returns the summary."""
     source = f"table {input_table}" if input_table else str(input_path)
     publisher = Publisher(FileSystem(spark, output), output, overwrite=cfg.output.overwrite)
-    publisher.check()
-    started = time.perf_counter()
-    raw = read_input(spark, path=input_path, table=input_table)
-    result = dedup(spark, raw, cfg, source=source)
-    publisher.begin()
+    publisher.prepare()
+    result: DedupResult | None = None
     try:
+        started = time.perf_counter()
+        raw = read_input(spark, path=input_path, table=input_table)
+        result = dedup(spark, raw, cfg, source=source)
         with _timed(result.timings, "write"):
             write_parquet(result.documents, publisher.path("documents"))
             write_parquet(result.pairs, publisher.path("pairs"))
@@ -194,5 +199,6 @@ def run(
         publisher.abort()
         raise
     finally:
-        result.unpersist()
+        if result is not None:
+            result.unpersist()
     return summ

@@ -31,7 +31,9 @@ def test_invalid_specs(spec):
         parse_scheme(spec)
 
 
-@pytest.mark.parametrize(("spec", "k"), [("4x16", 3), ("4x16", 1), ("blocks:5", 3), ("blocks:6", 4), ("8x8", 7)])
+@pytest.mark.parametrize(
+    ("spec", "k"), [("4x16", 3), ("4x16", 1), ("blocks:5", 3), ("blocks:6", 4), ("8x8", 7)]
+)
 def test_pigeonhole_every_close_pair_shares_a_table(spec, k):
     rng = random.Random(3)
     masks = parse_scheme(spec).table_masks(k)

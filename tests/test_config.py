@@ -23,8 +23,14 @@ def test_default_toml_documents_every_key_with_its_default():
 
 
 def test_overrides_are_typed():
-    cfg = load_config(overrides=["match.max_distance=2", "features.mode=tf", 'input.text_columns=["title","text"]',
-                                 "normalize.cjk_only=true"])
+    cfg = load_config(
+        overrides=[
+            "match.max_distance=2",
+            "features.mode=tf",
+            'input.text_columns=["title","text"]',
+            "normalize.cjk_only=true",
+        ]
+    )
     assert cfg.match.max_distance == 2 and cfg.features.mode == "tf"
     assert cfg.input.text_columns == ("title", "text") and cfg.normalize.cjk_only is True
 
@@ -70,10 +76,14 @@ def test_bad_files(tmp_path):
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
     typed = tmp_path / "typed.toml"
-    typed.write_text("[match]\nmax_distance = \"3\"\n", encoding="utf-8")
+    typed.write_text('[match]\nmax_distance = "3"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"match.max_distance: expected an integer.*typed.toml"):
         load_config(typed)
 
 
 def test_parse_override_plain_string_fallback():
-    assert parse_override("cluster.representative=min:publish_time") == ("cluster", "representative", "min:publish_time")
+    assert parse_override("cluster.representative=min:publish_time") == (
+        "cluster",
+        "representative",
+        "min:publish_time",
+    )

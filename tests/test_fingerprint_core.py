@@ -19,8 +19,12 @@ from tests.textgen import mixed_documents
 
 
 def test_statuses_per_row():
-    fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(min_chars=3), normalize=NormalizeOptions(max_chars=50)))
-    res = fp.batch([None, "", "<p>&nbsp;</p>", "新闻", "，。！的", "北京市政府发布了城市更新方案", "北京" * 100])
+    fp = Fingerprinter(
+        ModelOptions(fingerprint=FingerprintOptions(min_chars=3), normalize=NormalizeOptions(max_chars=50))
+    )
+    res = fp.batch(
+        [None, "", "<p>&nbsp;</p>", "新闻", "，。！的", "北京市政府发布了城市更新方案", "北京" * 100]
+    )
     assert res.status == [NULL_TEXT, EMPTY, EMPTY, TOO_SHORT, NO_FEATURES, OK, TRUNCATED]
     assert res.has_fingerprint.tolist() == [False] * 5 + [True, True]
     assert res.n_chars.tolist()[:6] == [0, 0, 0, 2, 4, 14] and res.n_chars[6] == 50

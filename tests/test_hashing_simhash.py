@@ -4,7 +4,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_spark.core.hashing import HASHES, hash_function, hash_many, md5_64, murmur3_64, xxh64
-from simhash_spark.core.simhash import hamming, hamming_matrix, simhash_batch, simhash_reference, to_hex, to_signed
+from simhash_spark.core.simhash import (
+    hamming,
+    hamming_matrix,
+    simhash_batch,
+    simhash_reference,
+    to_hex,
+    to_signed,
+)
 
 FEATURES = [("新闻", 3.2), ("联播", 2.5), ("北京", 1.0), ("simhash", 0.7)]
 

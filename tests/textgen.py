@@ -4,8 +4,38 @@ import random
 
 from simhash_spark.demo.corpus import Vocabulary, make_article
 
-_LATIN = ["SimHash", "Spark", "GPU", "5G", "iPhone15", "COVID-19", "A股", "NBA", "H&M", "C++", "x86_64", "v2.3.1"]
-_EXTRA = ["😀", "🚀", "👍🏻", "①", "㈱", "™", "½", "ｶﾀｶﾅ", "ＡＢＣ", "１２３", "——", "……", "·", "\u3000", "&amp;", "<b>"]
+_LATIN = [
+    "SimHash",
+    "Spark",
+    "GPU",
+    "5G",
+    "iPhone15",
+    "COVID-19",
+    "A股",
+    "NBA",
+    "H&M",
+    "C++",
+    "x86_64",
+    "v2.3.1",
+]
+_EXTRA = [
+    "😀",
+    "🚀",
+    "👍🏻",
+    "①",
+    "㈱",
+    "™",
+    "½",
+    "ｶﾀｶﾅ",
+    "ＡＢＣ",
+    "１２３",
+    "——",
+    "……",
+    "·",
+    "\u3000",
+    "&amp;",
+    "<b>",
+]
 _UNKNOWN = ["魑魅魍魉", "饕餮", "氪金", "躺平", "内卷化", "赛博朋克", "元宇宙", "碳达峰"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,10 +34,10 @@ class FingerprintOptions:
 class ModelOptions:
     """Everything that decides a document's fingerprint."""
 
-    normalize: NormalizeOptions = NormalizeOptions()
-    tokenizer: TokenizerOptions = TokenizerOptions()
-    features: FeatureOptions = FeatureOptions()
-    fingerprint: FingerprintOptions = FingerprintOptions()
+    normalize: NormalizeOptions = field(default_factory=NormalizeOptions)
+    tokenizer: TokenizerOptions = field(default_factory=TokenizerOptions)
+    features: FeatureOptions = field(default_factory=FeatureOptions)
+    fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,47 @@ _NON_CJK = re.compile(r"[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # Chinese punctuation that NFKC leaves alone, mapped to the ASCII form (the original article's checklist:
 # "中文标点转英文"). NFKC already maps the full-width forms (，！？：；（）) to ASCII.
 _PUNCTUATION = {
-    "。": ".", "｡": ".", "、": ",", "､": ",",
-    "“": '"', "”": '"', "„": '"', "‟": '"', "「": '"', "」": '"', "『": '"', "』": '"', "〝": '"', "〞": '"',
-    "‘": "'", "’": "'", "‚": "'", "‛": "'",
-    "《": "<", "》": ">", "〈": "<", "〉": ">",
-    "【": "[", "】": "]", "〔": "[", "〕": "]", "〖": "[", "〗": "]",
-    "—": "-", "–": "-", "―": "-", "‐": "-", "‑": "-", "‒": "-", "－": "-", "～": "~", "〜": "~",
-    "…": "...", "‥": "..", "•": "·", "・": "·",
+    "。": ".",
+    "｡": ".",
+    "、": ",",
+    "､": ",",
+    "“": '"',
+    "”": '"',
+    "„": '"',
+    "‟": '"',
+    "「": '"',
+    "」": '"',
+    "『": '"',
+    "』": '"',
+    "〝": '"',
+    "〞": '"',
+    "‘": "'",
+    "’": "'",
+    "‚": "'",
+    "‛": "'",
+    "《": "<",
+    "》": ">",
+    "〈": "<",
+    "〉": ">",
+    "【": "[",
+    "】": "]",
+    "〔": "[",
+    "〕": "]",
+    "〖": "[",
+    "〗": "]",
+    "—": "-",
+    "–": "-",
+    "―": "-",
+    "‐": "-",
+    "‑": "-",
+    "‒": "-",
+    "－": "-",
+    "～": "~",
+    "〜": "~",
+    "…": "...",
+    "‥": "..",
+    "•": "·",
+    "・": "·",
 }
 
 
@@ -50,10 +84,10 @@ class Normalized:
 
 
 @lru_cache(maxsize=1)
-def _drop_table() -> dict[int, None | str]:
+def _drop_table() -> dict[int, str | None]:
     """Translate table: control, format (zero-width, BOM, bidi), surrogate, private-use and variation
     selector code points are dropped; line and tab controls become spaces so words stay apart."""
-    table: dict[int, None | str] = {}
+    table: dict[int, str | None] = {}
     for cp in range(sys.maxunicode + 1):
         cat = unicodedata.category(chr(cp))
         if cat in ("Cc", "Cf", "Cs", "Co"):

@@ -69,7 +69,9 @@ def make_article(v: Vocabulary, rng: random.Random) -> str:
     return "\n".join(paragraphs)
 
 
-_FULL_WIDTH = {ord(c): ord(c) + 0xFEE0 for c in "0123456789%.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"}
+_FULL_WIDTH = {
+    ord(c): ord(c) + 0xFEE0 for c in "0123456789%.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+}
 
 
 def format_variant(text: str, rng: random.Random) -> str:
@@ -80,7 +82,7 @@ def format_variant(text: str, rng: random.Random) -> str:
     out = out.replace("表示", "表\u200b示", 1)
     paras = out.split("\n")
     if rng.random() < 0.6:
-        return "<div class=\"article\">" + "".join(f"<p>{p}</p>\n" for p in paras) + "</div>"
+        return '<div class="article">' + "".join(f"<p>{p}</p>\n" for p in paras) + "</div>"
     return "\n\n".join("  " + p + " \t" for p in paras)
 
 

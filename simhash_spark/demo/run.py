@@ -19,33 +19,55 @@ def run_demo(cfg: Config, *, workdir: Path, n_docs: int, seed: int, master: str 
     corpus = workdir / "corpus.parquet"
     table = write_corpus(corpus, n_docs, seed)
     print(f"generated {table.num_rows} documents ({n_docs} base articles + planted variants) in {corpus}")
-    cfg = cfg.replace(input=cfg.input.__class__(**{**cfg.input.__dict__, "passthrough_columns": ("family", "variant")}))
+    cfg = cfg.replace(
+        input=cfg.input.__class__(**{**cfg.input.__dict__, "passthrough_columns": ("family", "variant")})
+    )
     result_dir = workdir / "result"
     if result_dir.exists() and not (result_dir / "_SUCCESS").exists():
         shutil.rmtree(result_dir)
     spark = build_session(cfg, master=master)
     summ = run(spark, cfg, output=str(result_dir), input_path=str(corpus))
-    keys = ("input_rows", "fingerprinted", "status", "candidate_pairs_examined", "pairs_accepted", "clusters",
-            "duplicates", "dedup_rate", "timings_s")
+    keys = (
+        "input_rows",
+        "fingerprinted",
+        "status",
+        "candidate_pairs_examined",
+        "pairs_accepted",
+        "clusters",
+        "duplicates",
+        "dedup_rate",
+        "timings_s",
+    )
     print("summary:", json.dumps({k: summ[k] for k in keys}, ensure_ascii=False, indent=2))
 
     docs = spark.read.parquet(str(result_dir / "documents"))
     # planted variants: how many were clustered with their base article
-    fam = docs.groupBy("family").agg(F.count_distinct("cluster_id").alias("clusters"), F.count("*").alias("n"))
+    fam = docs.groupBy("family").agg(
+        F.count_distinct("cluster_id").alias("clusters"), F.count("*").alias("n")
+    )
     planted = fam.where(F.col("n") > 1)
     n_fam = planted.count()
     whole = planted.where(F.col("clusters") == 1).count()
-    mixed = docs.where(F.col("cluster_size") > 1).groupBy("cluster_id").agg(
-        F.count_distinct("family").alias("families")).where(F.col("families") > 1).count()
+    mixed = (
+        docs.where(F.col("cluster_size") > 1)
+        .groupBy("cluster_id")
+        .agg(F.count_distinct("family").alias("families"))
+        .where(F.col("families") > 1)
+        .count()
+    )
     print(f"planted families found whole: {whole}/{n_fam}; clusters mixing unrelated articles: {mixed}")
 
     texts = spark.read.parquet(str(corpus)).select("id", "text")
     examples = (
-        docs.where(F.col("cluster_size") > 2).join(texts, "id", "inner")
+        docs.where(F.col("cluster_size") > 2)
+        .join(texts, "id", "inner")
         .select("cluster_id", "id", "variant", "is_duplicate", F.substring("text", 1, 60).alias("text"))
         .orderBy("cluster_id", "id")
     )
-    first = [r["cluster_id"] for r in examples.select("cluster_id").distinct().orderBy("cluster_id").limit(3).collect()]
+    first = [
+        r["cluster_id"]
+        for r in examples.select("cluster_id").distinct().orderBy("cluster_id").limit(3).collect()
+    ]
     for cid in first:
         print(f"\ncluster {cid}:")
         for r in examples.where(F.col("cluster_id") == cid).collect():

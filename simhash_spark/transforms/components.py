@@ -80,6 +80,8 @@ def connected_components(edges: DataFrame, *, max_iterations: int = 100) -> Comp
     ``component`` = the smallest node of its component, one row per node that has an edge.
     """
     e = _oriented(edges).localCheckpoint(eager=True)
+    if e.isEmpty():
+        return Components(e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT)), 0)
     for i in range(1, max_iterations + 1):
         nxt = _small_star(_large_star(e)).localCheckpoint(eager=True)
         e = nxt

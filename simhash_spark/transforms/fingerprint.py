@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame
@@ -15,7 +16,7 @@ from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter, ModelOp
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
 
 
-def _fingerprint_udf(model: ModelOptions):  # type: ignore[no-untyped-def]
+def _fingerprint_udf(model: ModelOptions) -> Any:
     @pandas_udf(_RESULT_SCHEMA)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
         fp = Fingerprinter(model)  # once per task; the heavy state inside is cached per worker process

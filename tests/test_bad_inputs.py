@@ -1,0 +1,152 @@
+"""Bad input and configuration: a clear message naming the column/value/file and exit code 2."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from simhash_spark.cli import main
+
+TEXT = "北京市政府今天发布了城市更新方案，计划覆盖一百二十个项目，涉及多个街道。"
+
+
+def write(tmp_path, table: pa.Table, name="in.parquet"):
+    path = tmp_path / name
+    pq.write_table(table, path)
+    return str(path)
+
+
+def run(args, capsys):
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
+def dedup(inp, out, *extra):
+    return ["dedup", "--input", inp, "--output", str(out), *extra]
+
+
+@pytest.mark.parametrize(
+    ("table", "extra", "message"),
+    [
+        (pa.table({"id": ["a"], "body": [TEXT]}), [], "column 'text' not found (columns: id, body)"),
+        (pa.table({"doc": ["a"], "text": [TEXT]}), [], "column 'id' not found"),
+        (
+            pa.table({"id": ["a"], "text": [TEXT.encode()]}),
+            [],
+            "text column 'text' has type binary; expected string",
+        ),
+        (pa.table({"id": ["a"], "text": [5]}), [], "text column 'text' has type bigint; expected string"),
+        (pa.table({"id": [1.5], "text": [TEXT]}), [], "id column 'id' has type double"),
+        (
+            pa.table({"id": ["a", None, None], "text": [TEXT, "x", "y"]}),
+            [],
+            "id column 'id' has 2 null values",
+        ),
+        (
+            pa.table({"id": ["a", "b", "a", "c", "c"], "text": [TEXT] * 5}),
+            [],
+            "id column 'id' has duplicate values, e.g. 'a' (2 rows), 'c' (2 rows)",
+        ),
+        (
+            pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+            [],
+            "the input has no rows",
+        ),
+        (
+            pa.table({"id": ["a"], "text": [TEXT]}),
+            ["--set", 'input.passthrough_columns=["status"]'],
+            "input.passthrough_columns: 'status' would overwrite output columns",
+        ),
+        (
+            pa.table({"id": ["a"], "text": [TEXT]}),
+            ["--set", "cluster.representative=min:published"],
+            "column 'published' not found",
+        ),
+    ],
+    ids=[
+        "missing-text",
+        "missing-id",
+        "binary-text",
+        "integer-text",
+        "float-id",
+        "null-ids",
+        "duplicate-ids",
+        "empty",
+        "passthrough-clash",
+        "missing-policy-column",
+    ],
+)
+def test_bad_input_exit_2_with_message(spark, tmp_path, capsys, table, extra, message):
+    inp = write(tmp_path, table)
+    code, err = run(dedup(inp, tmp_path / "out", *extra), capsys)
+    assert code == 2, err
+    assert message in err
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in os.listdir(tmp_path) if ".staging-" in p]
+
+
+def test_missing_input_path(spark, tmp_path, capsys):
+    code, err = run(dedup(str(tmp_path / "nope.parquet"), tmp_path / "out"), capsys)
+    assert code == 2
+    assert "cannot read input" in err and "nope.parquet" in err
+
+
+def test_not_parquet(spark, tmp_path, capsys):
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("this is not parquet", encoding="utf-8")
+    code, err = run(dedup(str(bad), tmp_path / "out"), capsys)
+    assert code in (1, 2)
+    assert "bad.parquet" in err or "parquet" in err.lower()
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_config_value(spark, tmp_path, capsys):
+    inp = write(tmp_path, pa.table({"id": ["a"], "text": [TEXT]}))
+    code, err = run(dedup(inp, tmp_path / "out", "--set", "match.max_distance=9"), capsys)
+    assert code == 2 and "match.max_distance" in err
+
+
+def test_bad_config_file(spark, tmp_path, capsys):
+    inp = write(tmp_path, pa.table({"id": ["a"], "text": [TEXT]}))
+    conf = tmp_path / "c.toml"
+    conf.write_text("[features]\ntop_k = -3\n", encoding="utf-8")
+    code, err = run(dedup(inp, tmp_path / "out", "--config", str(conf)), capsys)
+    assert code == 2 and "features.top_k: must be >= 0" in err and "c.toml" in err
+
+
+def test_bad_arguments_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["dedup", "--output", "x"])
+    assert e.value.code == 2
+
+
+def test_unwritable_output(spark, tmp_path, capsys):
+    if os.geteuid() == 0:
+        target = "/proc/simhash-out"  # not writable even for root
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        target = str(ro / "out")
+    inp = write(tmp_path, pa.table({"id": ["a"], "text": [TEXT]}))
+    code, err = run(dedup(inp, target), capsys)
+    assert code == 2 and "not writable" in err
+
+
+def test_empty_allowed_writes_empty_outputs(spark, tmp_path, capsys):
+    inp = write(tmp_path, pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}))
+    code, err = run(dedup(inp, tmp_path / "out", "--set", "input.allow_empty=true"), capsys)
+    assert code == 0, err
+    assert spark.read.parquet(str(tmp_path / "out" / "documents")).count() == 0
+
+
+def test_null_and_empty_texts_get_statuses_not_errors(spark, tmp_path, capsys):
+    table = pa.table(
+        {"id": [1, 2, 3, 4], "title": [None, None, "标题", None], "body": [None, "", None, TEXT]}
+    )
+    inp = write(tmp_path, table)
+    code, err = run(dedup(inp, tmp_path / "out", "--set", 'input.text_columns=["title","body"]'), capsys)
+    assert code == 0, err
+    rows = {r["id"]: r["status"] for r in spark.read.parquet(str(tmp_path / "out" / "documents")).collect()}
+    assert rows == {1: "null_text", 2: "empty", 3: "ok", 4: "ok"}

@@ -1,0 +1,179 @@
+"""End to end: ``cli.main`` in-process on a generated corpus."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from simhash_spark.cli import main
+from simhash_spark.demo.corpus import write_corpus
+from tests.test_candidates_spark import brute_force_pairs
+from tests.test_components_spark import union_find
+
+DOCUMENTS_SCHEMA = (
+    "struct<id:string,fingerprint:bigint,fingerprint_hex:string,status:string,cluster_id:string,"
+    "cluster_size:bigint,is_duplicate:boolean,family:string,variant:string>"
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.parquet"
+    table = write_corpus(path, n_docs=150, seed=3)
+    # degenerate rows the job must keep and label
+    extra = pa.table(
+        {
+            "id": ["z-null", "z-empty", "z-html", "z-punct"],
+            "title": ["", "", "", ""],
+            "text": [None, "   ", "<p>&nbsp;</p>", "，。！？"],
+            "family": ["z1", "z2", "z3", "z4"],
+            "variant": ["base"] * 4,
+        }
+    )
+    full = pa.concat_tables([table, extra])
+    pq.write_table(full, path)
+    return path, full
+
+
+@pytest.fixture(scope="module")
+def result(spark, corpus, tmp_path_factory):
+    path, _ = corpus
+    out = tmp_path_factory.mktemp("run") / "out"
+    code = main(
+        [
+            "dedup",
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+            "--set",
+            'input.passthrough_columns=["family","variant"]',
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def read(spark, out, name):
+    return spark.read.parquet(str(out / name))
+
+
+def test_every_input_row_exactly_once(spark, corpus, result):
+    _, table = corpus
+    docs = read(spark, result, "documents")
+    ids = [r["id"] for r in docs.select("id").collect()]
+    assert len(ids) == len(set(ids)) == table.num_rows
+    assert set(ids) == set(table.column("id").to_pylist())
+
+
+def test_output_schemas(spark, result):
+    assert read(spark, result, "documents").schema.simpleString() == DOCUMENTS_SCHEMA
+    assert (
+        read(spark, result, "pairs").schema.simpleString() == "struct<id_a:string,id_b:string,distance:int>"
+    )
+    assert (
+        read(spark, result, "clusters").schema.simpleString()
+        == "struct<cluster_id:string,size:bigint,member_ids:array<string>>"
+    )
+    assert read(spark, result, "deduplicated").columns == ["id", "title", "text", "family", "variant"]
+    assert (result / "_SUCCESS").exists()
+
+
+def test_statuses_of_degenerate_rows(spark, result):
+    docs = {r["id"]: r for r in read(spark, result, "documents").collect()}
+    assert docs["z-null"]["status"] == "null_text"
+    assert docs["z-empty"]["status"] == "empty"
+    assert docs["z-html"]["status"] == "empty"
+    assert docs["z-punct"]["status"] == "no_features"
+    for key in ("z-null", "z-empty", "z-html", "z-punct"):
+        row = docs[key]
+        assert row["fingerprint"] is None and row["fingerprint_hex"] is None
+        assert row["cluster_id"] == key and row["cluster_size"] == 1 and row["is_duplicate"] is False
+
+
+def test_planted_duplicates_clustered_and_nothing_unrelated_merged(spark, result):
+    docs = read(spark, result, "documents").collect()
+    cluster_of = {r["id"]: r["cluster_id"] for r in docs}
+    by_family: dict[str, dict[str, str]] = {}
+    for r in docs:
+        by_family.setdefault(r["family"], {})[r["variant"]] = r["id"]
+    formats = [(f["base"], f["format"]) for f in by_family.values() if "format" in f]
+    assert formats, "the corpus must plant format variants"
+    for base, variant in formats:
+        assert cluster_of[base] == cluster_of[variant]
+    families_per_cluster: dict[str, set] = {}
+    for r in docs:
+        families_per_cluster.setdefault(r["cluster_id"], set()).add(r["family"])
+    assert all(len(f) == 1 for f in families_per_cluster.values())
+
+
+def test_pairs_are_brute_force_pairs_and_clusters_are_union_find(spark, result):
+    docs = read(spark, result, "documents").where("fingerprint is not null").collect()
+    ids = [r["id"] for r in docs]
+    fps = np.array([r["fingerprint"] for r in docs], dtype=np.int64)
+    pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in read(spark, result, "pairs").collect()}
+    assert pairs == brute_force_pairs(ids, fps, 3)
+    comp = union_find([(a, b) for a, b, _ in pairs])
+    clusters = {r["cluster_id"]: r for r in read(spark, result, "clusters").collect()}
+    expected: dict[str, list[str]] = {}
+    for node, root in comp.items():
+        expected.setdefault(root, []).append(node)
+    assert {c: sorted(m) for c, m in expected.items()} == {c: r["member_ids"] for c, r in clusters.items()}
+    assert all(r["size"] == len(r["member_ids"]) for r in clusters.values())
+
+
+def test_duplicate_flags_and_deduplicated_rows(spark, corpus, result):
+    _, table = corpus
+    docs = read(spark, result, "documents").collect()
+    for r in docs:
+        assert r["is_duplicate"] == (r["cluster_id"] != r["id"])
+    dup_ids = {r["id"] for r in docs if r["is_duplicate"]}
+    kept = {r["id"] for r in read(spark, result, "deduplicated").select("id").collect()}
+    assert kept == set(table.column("id").to_pylist()) - dup_ids
+    summary = json.loads((result / "summary.json").read_text("utf-8"))
+    assert summary["input_rows"] == table.num_rows
+    assert summary["duplicates"] == len(dup_ids)
+    assert summary["status"]["null_text"] == 1 and summary["status"]["empty"] == 2
+    assert summary["status"]["no_features"] == 1
+    assert summary["pairs_accepted"] == read(spark, result, "pairs").count()
+    assert summary["candidate_pairs_examined"] >= summary["pairs_accepted"]
+    assert summary["dedup_rate"] == pytest.approx(len(dup_ids) / table.num_rows, abs=1e-6)
+    assert set(summary["timings_s"]) >= {"fingerprint", "candidates", "clusters", "write", "total"}
+    assert summary["config"]["match"]["max_distance"] == 3
+    assert summary["versions"]["jieba"] == "0.42.1"
+
+
+def test_rerun_with_other_partitioning_gives_identical_outputs(spark, corpus, result, tmp_path):
+    path, _ = corpus
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        out = tmp_path / "again"
+        args = [
+            "dedup",
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+            "--set",
+            'input.passthrough_columns=["family","variant"]',
+            "--set",
+            "spark.min_fingerprint_partitions=5",
+        ]
+        assert main(args) == 0
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assertDataFrameEqual(read(spark, out, name), read(spark, result, name))
+
+
+def test_output_exists_refused_then_overwritten(spark, corpus, result, capsys):
+    path, _ = corpus
+    code = main(["dedup", "--input", str(path), "--output", str(result)])
+    assert code == 2
+    assert "already exists" in capsys.readouterr().err
+    before = (result / "summary.json").read_text("utf-8")
+    assert json.loads(before)["input_rows"] > 0

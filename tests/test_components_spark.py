@@ -1,0 +1,73 @@
+"""Connected components equal a union-find reference."""
+
+import itertools
+import random
+
+from simhash_spark import columns as C
+from simhash_spark.transforms.components import connected_components
+
+
+def union_find(edges):
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    nodes = {x for e in edges for x in e}
+    groups = {}
+    for x in nodes:
+        groups.setdefault(find(x), []).append(x)
+    return {x: min(g) for g in groups.values() for x in g}
+
+
+def run(spark, edges):
+    df = spark.createDataFrame(edges, [C.SRC, C.DST])
+    res = connected_components(df, max_iterations=60)
+    got = {r[C.NODE]: r[C.COMPONENT] for r in res.assignments.collect()}
+    return got, res.iterations, res.assignments.count()
+
+
+def check(spark, edges):
+    got, iterations, rows = run(spark, edges)
+    want = union_find(edges)
+    assert got == want
+    assert rows == len(want), "a node was assigned twice"
+    return iterations
+
+
+def test_random_graphs(spark):
+    rng = random.Random(4)
+    for n, m in ((50, 30), (400, 380), (1000, 700)):
+        edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(m)]
+        check(spark, [(a, b) for a, b in edges if a != b])
+
+
+def test_long_chain_in_shuffled_order(spark):
+    nodes = list(range(3000))
+    random.Random(1).shuffle(nodes)
+    edges = list(itertools.pairwise(nodes))
+    iterations = check(spark, edges)
+    assert iterations <= 30
+
+
+def test_star_and_string_ids(spark):
+    star = [("hub-z", f"leaf-{i:04d}") for i in range(2000)]
+    other = [("a", "b"), ("b", "c"), ("x", "y")]
+    check(spark, star + other)
+
+
+def test_self_loops_and_duplicate_edges(spark):
+    check(spark, [(1, 2), (2, 1), (1, 2), (3, 3), (3, 4)])
+
+
+def test_the_case_two_roots_must_not_survive(spark):
+    # after one small-star round node 4 links to both 1 and 2; the fixpoint check must not stop there
+    check(spark, [(5, 2), (5, 4), (4, 1)])

@@ -1,0 +1,69 @@
+"""The Python API ``dedup(spark, docs, config)`` and the representative policies."""
+
+import datetime as dt
+
+import pytest
+
+from simhash_spark.config import load_config
+from simhash_spark.pipeline import dedup
+
+BASE = "北京市政府今天发布了城市更新方案，计划在三年内改造一百二十个老旧小区，涉及居民四万多户。"
+OTHER = "上海气象台发布暴雨蓝色预警，预计今天夜间到明天白天全市有大到暴雨，局部地区伴有雷电和短时强降水。"
+
+
+@pytest.fixture(scope="module")
+def docs(spark):
+    rows = [
+        ("c", BASE, dt.date(2024, 5, 3), 10),
+        ("a", "<p>" + BASE + "</p>", dt.date(2024, 5, 1), 30),
+        ("b", BASE.replace("，", ","), None, 20),
+        ("d", BASE + "  ", dt.date(2024, 4, 30), None),
+        ("x", OTHER, dt.date(2024, 1, 1), 5),
+    ]
+    return spark.createDataFrame(rows, "id string, text string, published date, score int")
+
+
+def clusters(result):
+    return {r["id"]: (r["cluster_id"], r["is_duplicate"]) for r in result.documents.collect()}
+
+
+@pytest.mark.parametrize(
+    ("policy", "rep"),
+    [("min_id", "a"), ("min:published", "d"), ("max:published", "c"), ("max:score", "a"), ("min:score", "c")],
+)
+def test_representative_policies(spark, docs, policy, rep):
+    cfg = load_config(overrides=[f"cluster.representative={policy}"])
+    res = dedup(spark, docs, cfg)
+    got = clusters(res)
+    assert {k: v[0] for k, v in got.items() if k != "x"} == dict.fromkeys("abcd", rep)
+    assert got["x"] == ("x", False)
+    assert {k for k, v in got.items() if not v[1]} == {rep, "x"}
+    assert res.stats["duplicates"] == 3 and res.stats["clusters"] == 1
+    res.unpersist()
+
+
+def test_longest_text_policy(spark):
+    rows = [("1", BASE), ("2", BASE + "!!!"), ("3", "<b>" + BASE + "</b>")]
+    df = spark.createDataFrame(rows, "id string, text string")
+    res = dedup(spark, df, load_config(overrides=["cluster.representative=longest_text"]))
+    got = clusters(res)
+    # "2" has three more characters after normalization (no new features); markup does not count
+    assert {v[0] for v in got.values()} == {"2"}
+
+
+def test_integer_ids_and_passthrough(spark):
+    rows = [(10, BASE, "x"), (3, BASE, "y"), (7, OTHER, "z")]
+    df = spark.createDataFrame(rows, "doc_id long, body string, src string")
+    cfg = load_config(
+        overrides=[
+            "input.id_column=doc_id",
+            'input.text_columns=["body"]',
+            'input.passthrough_columns=["src"]',
+        ]
+    )
+    res = dedup(spark, df, cfg)
+    out = {r["id"]: r for r in res.documents.collect()}
+    assert out[10]["cluster_id"] == 3 and out[10]["is_duplicate"] and out[10]["src"] == "x"
+    assert res.documents.schema["id"].dataType.simpleString() == "bigint"
+    assert sorted(r["doc_id"] for r in res.deduplicated.collect()) == [3, 7]
+    assert res.deduplicated.columns == ["doc_id", "body", "src"]
