@@ -1,0 +1,118 @@
+"""Fingerprint-stage throughput: plain jieba loop vs our core vs the Spark UDF, on the same documents.
+
+    .venv/bin/python bench/fingerprint_throughput.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 6000]
+
+Prints one JSON object. All three measurements run in one process, one after the other, so their
+ratios are comparable even on a shared machine whose absolute speed drifts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
+
+
+def plain_jieba(texts: list[str]) -> float:
+    import jieba
+    import jieba.analyse
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    start = time.perf_counter()
+    for t in texts:
+        jieba.analyse.extract_tags(t, topK=50, withWeight=True)
+    return time.perf_counter() - start
+
+
+def core_single_process(texts: list[str], overrides: list[str]) -> float:
+    from simhash_spark.config import load_config
+    from simhash_spark.core.fingerprint import Fingerprinter
+
+    fp = Fingerprinter(load_config(overrides=overrides).model)
+    fp.batch(texts[:10])  # load dictionaries outside the timing, as a Spark worker does once
+    start = time.perf_counter()
+    for i in range(0, len(texts), 1000):
+        fp.batch(texts[i : i + 1000])
+    return time.perf_counter() - start
+
+
+def spark_udf(texts: list[str], cores: int, overrides: list[str]) -> float:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from simhash_spark import columns as C
+    from simhash_spark.config import load_config
+    from simhash_spark.transforms.fingerprint import add_fingerprints
+
+    cfg = load_config(overrides=overrides)
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.spark.arrow_batch_size))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    rows = list(enumerate(texts))
+    df = spark.createDataFrame(rows, f"{C.ID} long, {C.TEXT} string").repartition(cores * 2, C.ID).cache()
+    df.count()
+
+    def once(frame):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        add_fingerprints(frame, model=cfg.model).write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - start
+
+    # start every Python worker and load jieba in each before timing (workers are reused across tasks)
+    once(df.sample(fraction=0.02, seed=1).repartition(cores * 2, C.ID))
+    elapsed = once(df)
+    spark.stop()
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
+    ap.add_argument("--limit", type=int, default=6000)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args()
+    if not Path(args.corpus).exists():
+        sys.exit(f"corpus not found: {args.corpus}")
+    texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t][: args.limit]
+    n = len(texts)
+    chars = sum(map(len, texts)) / n
+    t_plain = plain_jieba(texts)
+    t_core = core_single_process(texts, args.overrides)
+    t_spark = spark_udf(texts, args.cores, args.overrides)
+    plain = n / t_plain
+    core = n / t_core
+    spark_per_core = n / t_spark / args.cores
+    print(
+        json.dumps(
+            {
+                "corpus": Path(args.corpus).name,
+                "docs": n,
+                "mean_chars": round(chars),
+                "overrides": args.overrides,
+                "plain_jieba_extract_tags_docs_per_s": round(plain, 1),
+                "core_single_process_docs_per_s": round(core, 1),
+                f"spark_local{args.cores}_docs_per_s": round(n / t_spark, 1),
+                "spark_docs_per_s_per_core": round(spark_per_core, 1),
+                "ratio_spark_per_core_vs_plain": round(spark_per_core / plain, 3),
+                "ratio_core_vs_plain": round(core / plain, 3),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
