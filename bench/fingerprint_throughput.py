@@ -1,9 +1,13 @@
-"""Fingerprint-stage throughput: plain jieba loop vs our core vs the Spark UDF, on the same documents.
+"""Fingerprint-stage throughput on the same documents, in one run:
 
-    .venv/bin/python bench/fingerprint_throughput.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 6000]
+- a plain single-process loop of ``jieba.analyse.extract_tags(topK=50, withWeight=True)``;
+- our core (normalize + keywords + SimHash) in one process, for each tokenizer backend;
+- the Spark stage (``add_fingerprints``, Arrow pandas UDF) in local[N], for each backend.
 
-Prints one JSON object. All three measurements run in one process, one after the other, so their
-ratios are comparable even on a shared machine whose absolute speed drifts.
+    .venv/bin/python bench/fingerprint_throughput.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 20000]
+
+Prints one JSON object. All measurements run one after the other in one process, so their ratios are
+comparable even on a shared machine whose absolute speed drifts.
 """
 
 from __future__ import annotations
@@ -80,38 +84,41 @@ def spark_udf(texts: list[str], cores: int, overrides: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
-    ap.add_argument("--limit", type=int, default=6000)
+    ap.add_argument("--limit", type=int, default=20000)
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--backends", default="jieba,fast")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     if not Path(args.corpus).exists():
         sys.exit(f"corpus not found: {args.corpus}")
-    texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t][: args.limit]
+    texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t][
+        : args.limit
+    ]
     n = len(texts)
-    chars = sum(map(len, texts)) / n
-    t_plain = plain_jieba(texts)
-    t_core = core_single_process(texts, args.overrides)
-    t_spark = spark_udf(texts, args.cores, args.overrides)
-    plain = n / t_plain
-    core = n / t_core
-    spark_per_core = n / t_spark / args.cores
-    print(
-        json.dumps(
-            {
-                "corpus": Path(args.corpus).name,
-                "docs": n,
-                "mean_chars": round(chars),
-                "overrides": args.overrides,
-                "plain_jieba_extract_tags_docs_per_s": round(plain, 1),
-                "core_single_process_docs_per_s": round(core, 1),
-                f"spark_local{args.cores}_docs_per_s": round(n / t_spark, 1),
-                "spark_docs_per_s_per_core": round(spark_per_core, 1),
-                "ratio_spark_per_core_vs_plain": round(spark_per_core / plain, 3),
-                "ratio_core_vs_plain": round(core / plain, 3),
-            },
-            indent=2,
+    plain = n / plain_jieba(texts)
+    result: dict[str, object] = {
+        "corpus": Path(args.corpus).name,
+        "docs": n,
+        "mean_chars": round(sum(map(len, texts)) / n),
+        "overrides": args.overrides,
+        "plain_jieba_extract_tags_docs_per_s": round(plain, 1),
+    }
+    backends = args.backends.split(",")
+    for b in backends:
+        core = n / core_single_process(texts, [*args.overrides, f"tokenizer.backend={b}"])
+        result[f"{b}:core_single_process_docs_per_s"] = round(core, 1)
+        result[f"{b}:ratio_core_vs_plain"] = round(core / plain, 3)
+    for b in backends:
+        per_core = n / spark_udf(texts, args.cores, [*args.overrides, f"tokenizer.backend={b}"]) / args.cores
+        result[f"{b}:spark_local{args.cores}_docs_per_s_per_core"] = round(per_core, 1)
+        result[f"{b}:ratio_spark_per_core_vs_plain"] = round(per_core / plain, 3)
+    if "jieba" in backends and "fast" in backends:
+        result["speedup_fast_vs_jieba_spark"] = round(
+            float(result[f"fast:spark_local{args.cores}_docs_per_s_per_core"])  # type: ignore[arg-type]
+            / float(result[f"jieba:spark_local{args.cores}_docs_per_s_per_core"]),  # type: ignore[arg-type]
+            2,
         )
-    )
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -140,22 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simhash_spark: error: {e}", file=sys.stderr)
         return e.exit_code
     except Exception as e:
+        from simhash_spark.pipeline import StageFailed, essence
+
         log.exception("run failed")
-        print(f"simhash_spark: failed: {type(e).__name__}: {_essence(e)}", file=sys.stderr)
+        message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"
+        print(f"simhash_spark: failed: {message}", file=sys.stderr)
         return 1
-
-
-def _essence(e: BaseException) -> str:
-    """The line that says what went wrong: for errors raised in a Python worker that is the last line of the
-    worker's traceback, not the first line of the JVM's wrapper."""
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    if "Python worker" in lines[0]:
-        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^"))]
-        return tail[-1] if tail else lines[-1]
-    return lines[0]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -143,7 +143,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
         else None
     ),
     "normalize.max_chars": _at_least(1),
-    "tokenizer.backend": _choice(("jieba",)),
+    "tokenizer.backend": _choice(("fast", "jieba")),
     "tokenizer.user_dict_path": _existing_file,
     "features.mode": _choice(MODES),
     "features.top_k": _at_least(0),

@@ -19,6 +19,8 @@ from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.bands import parse_scheme
 from simhash_spark.core.fingerprint import STATUSES
+from simhash_spark.errors import SimhashSparkError
+from simhash_spark.faults import maybe_pause
 from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, validate_input, write_parquet
 from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
@@ -45,13 +47,35 @@ class DedupResult:
             df.unpersist()
 
 
+class StageFailed(RuntimeError):
+    """A runtime failure, labelled with the stage it happened in (exit code 1)."""
+
+
 @contextmanager
 def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
     start = time.perf_counter()
     log.info("stage %s: start", stage)
-    yield
+    maybe_pause(stage)
+    try:
+        yield
+    except SimhashSparkError:
+        raise
+    except Exception as e:
+        raise StageFailed(f"stage '{stage}' failed: {type(e).__name__}: {essence(e)}") from e
     timings[stage] = round(time.perf_counter() - start, 3)
     log.info("stage %s: %.1f s", stage, timings[stage])
+
+
+def essence(e: BaseException) -> str:
+    """The line that says what went wrong: for errors raised in a Python worker, the last line of the
+    worker's traceback rather than the first line of the JVM's wrapper."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if "Python worker" in lines[0] or lines[0].startswith("Traceback"):
+        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^", "at ", "SQLSTATE"))]
+        return tail[-1] if tail else lines[-1]
+    return lines[0]
 
 
 def _default_parallelism(spark: SparkSession) -> int:

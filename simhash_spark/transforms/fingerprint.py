@@ -12,6 +12,7 @@ from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
 from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter, ModelOptions
+from simhash_spark.faults import maybe_fail
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
 
@@ -20,6 +21,7 @@ def _fingerprint_udf(model: ModelOptions) -> Any:
     @pandas_udf(_RESULT_SCHEMA)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
         fp = Fingerprinter(model)  # once per task; the heavy state inside is cached per worker process
+        maybe_fail("fingerprint")
         for texts in batches:
             res = fp.batch(texts.where(texts.notna(), None).tolist())
             yield pd.DataFrame(

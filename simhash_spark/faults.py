@@ -1,0 +1,51 @@
+"""Fault-injection hooks for the reliability tests, driven by environment variables (never set in
+production; reading an unset variable costs nothing).
+
+- ``SIMHASH_SPARK_FAULT="fingerprint:P:once"`` makes the fingerprint UDF fail on partition P in its
+  first attempt only (a retry succeeds); ``...:always`` fails every attempt.
+- ``SIMHASH_SPARK_PAUSE="STAGE:PATH"`` makes the driver create PATH when STAGE starts and sleep, so a
+  test can kill it at a known point.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+FAULT_ENV = "SIMHASH_SPARK_FAULT"
+PAUSE_ENV = "SIMHASH_SPARK_PAUSE"
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+def maybe_fail(stage: str) -> None:
+    """Called inside a Spark task of ``stage``."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    want_stage, partition, mode = spec.split(":")
+    if want_stage != stage:
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None or ctx.partitionId() != int(partition):
+        return
+    if mode == "always" or ctx.attemptNumber() == 0:
+        raise InjectedFault(
+            f"injected fault in stage {stage}, partition {partition}, attempt {ctx.attemptNumber()}"
+        )
+
+
+def maybe_pause(stage: str) -> None:
+    """Called on the driver when ``stage`` starts."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    want_stage, _, marker = spec.partition(":")
+    if want_stage == stage:
+        Path(marker).touch()
+        time.sleep(3600)
