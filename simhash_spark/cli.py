@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config
-from simhash_spark.errors import SimhashSparkError
+from simhash_spark.errors import SimhashSparkError, essence
 
 log = logging.getLogger("simhash_spark")
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simhash_spark: error: {e}", file=sys.stderr)
         return e.exit_code
     except Exception as e:
-        from simhash_spark.pipeline import StageFailed, essence
+        from simhash_spark.pipeline import StageFailed
 
         log.exception("run failed")
         message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"

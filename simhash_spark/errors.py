@@ -1,5 +1,9 @@
 """Errors the CLI maps to exit codes: bad input or config → 2, anything else at run time → 1."""
 
+import re
+
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\] ")
+
 
 class SimhashSparkError(Exception):
     exit_code = 1
@@ -21,3 +25,26 @@ class OutputError(SimhashSparkError):
     """The output location cannot be used (exists without --overwrite, not writable)."""
 
     exit_code = 2
+
+
+def essence(e: BaseException) -> str:
+    """The line of an exception that says what went wrong: Spark's error-class line (``[FAILED_READ_FILE...]
+    ... file:/data/x.parquet ...``) where there is one, the last line of a Python worker's traceback for
+    errors raised inside a UDF, else the first line."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    if "Python worker" in lines[0] or lines[0].startswith("Traceback"):
+        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^", "at ", "SQLSTATE"))]
+        return tail[-1] if tail else lines[-1]
+    for ln in lines:
+        m = _SPARK_ERROR_CLASS.search(ln)
+        if m:
+            return ln[m.start() :]
+    return lines[0]
+
+
+def is_unreadable_input(e: BaseException) -> bool:
+    """Spark's errors for input files it cannot read (corrupt, truncated, not Parquet)."""
+    text = str(e)
+    return "FAILED_READ_FILE" in text or "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.errors import InputError, OutputError
+from simhash_spark.errors import InputError, OutputError, essence
 from simhash_spark.transforms.clusters import policy_column
 
 log = logging.getLogger(__name__)
@@ -35,13 +34,9 @@ def read_input(spark: SparkSession, *, path: str | None = None, table: str | Non
             return spark.read.table(table)
         assert path is not None
         return spark.read.parquet(path)
-    except AnalysisException as e:
+    except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
         what = f"table {table!r}" if table else f"input {path!r}"
-        raise InputError(f"cannot read {what}: {_first_line(e)}") from None
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"cannot read {what}: {essence(e)}") from None
 
 
 def _show(values: Iterable[Any]) -> str:
@@ -211,7 +206,7 @@ class Publisher:
             self.fs.write_text(self.path("_RUNNING"), "")
         except Exception as e:
             self.abort()
-            raise OutputError(f"output {self.output!r} is not writable: {_first_line(e)}") from None
+            raise OutputError(f"output {self.output!r} is not writable: {essence(e)}") from None
 
     def path(self, name: str) -> str:
         return _join(self.staging, name)

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.bands import parse_scheme
-from simhash_spark.core.fingerprint import STATUSES
-from simhash_spark.errors import SimhashSparkError
+from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
+from simhash_spark.errors import InputError, SimhashSparkError, essence, is_unreadable_input
 from simhash_spark.faults import maybe_pause
 from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, validate_input, write_parquet
 from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
@@ -61,21 +61,11 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
     except SimhashSparkError:
         raise
     except Exception as e:
+        if is_unreadable_input(e):
+            raise InputError(f"cannot read input: {essence(e)}") from e
         raise StageFailed(f"stage '{stage}' failed: {type(e).__name__}: {essence(e)}") from e
     timings[stage] = round(time.perf_counter() - start, 3)
     log.info("stage %s: %.1f s", stage, timings[stage])
-
-
-def essence(e: BaseException) -> str:
-    """The line that says what went wrong: for errors raised in a Python worker, the last line of the
-    worker's traceback rather than the first line of the JVM's wrapper."""
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    if "Python worker" in lines[0] or lines[0].startswith("Traceback"):
-        tail = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "^", "at ", "SQLSTATE"))]
-        return tail[-1] if tail else lines[-1]
-    return lines[0]
 
 
 def _default_parallelism(spark: SparkSession) -> int:
@@ -157,7 +147,7 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
     duplicates = int(agg["duplicates"])
     stats = {
         "input_rows": input_rows,
-        "fingerprinted": status_counts["ok"] + status_counts["truncated"],
+        "fingerprinted": sum(status_counts[s] for s in FINGERPRINTED),
         "status": status_counts,
         "candidate_pairs_examined": int(cand["examined"]),
         "pairs_accepted": int(cand["accepted"]),

@@ -20,8 +20,11 @@ NULL_TEXT = "null_text"  # every text column is null
 EMPTY = "empty"  # nothing left after normalization (blank, markup only, control characters only)
 TOO_SHORT = "too_short"  # fewer than fingerprint.min_chars characters after normalization
 NO_FEATURES = "no_features"  # text left, but no feature survived (only stop words, punctuation, ...)
-STATUSES = (OK, TRUNCATED, NULL_TEXT, EMPTY, TOO_SHORT, NO_FEATURES)
-FINGERPRINTED = (OK, TRUNCATED)
+# Set by the Spark stage, which sees the raw bytes: invalid UTF-8 sequences were replaced by U+FFFD and
+# the document fingerprinted.
+INVALID_UTF8 = "invalid_utf8"
+STATUSES = (OK, TRUNCATED, INVALID_UTF8, NULL_TEXT, EMPTY, TOO_SHORT, NO_FEATURES)
+FINGERPRINTED = (OK, TRUNCATED, INVALID_UTF8)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter, ModelOptions
+from simhash_spark.core.fingerprint import FINGERPRINTED, INVALID_UTF8, Fingerprinter, ModelOptions
 from simhash_spark.faults import maybe_fail
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
@@ -48,15 +48,26 @@ def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, 
     """Fingerprint every document.
 
     In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
-    Out: ``id``, ``fingerprint`` (LONG, null unless status is ok/truncated), ``fingerprint_hex``,
+    Out: ``id``, ``fingerprint`` (LONG, null unless the status is fingerprinted), ``fingerprint_hex``,
     ``status``, ``n_chars``, then the ``extra`` columns unchanged. One row per input row.
+    Invalid UTF-8 (which Arrow cannot hand to Python) is repaired on the JVM side first and the row's
+    status says so.
     """
-    res = docs.withColumn("_fp", _fingerprint_udf(model)(F.col(C.TEXT)))
+    text = F.col(C.TEXT)
+    invalid = F.coalesce(~F.is_valid_utf8(text), F.lit(False))
+    res = docs.select(
+        "*",
+        _fingerprint_udf(model)(F.when(invalid, F.make_valid_utf8(text)).otherwise(text)).alias("_fp"),
+        invalid.alias("_invalid"),
+    )
+    status = F.col(f"_fp.{C.STATUS}")
     return res.select(
         F.col(C.ID),
         F.col(f"_fp.{C.FINGERPRINT}").alias(C.FINGERPRINT),
         fingerprint_hex(F.col(f"_fp.{C.FINGERPRINT}")).alias(C.FINGERPRINT_HEX),
-        F.col(f"_fp.{C.STATUS}").alias(C.STATUS),
+        F.when(F.col("_invalid") & is_fingerprinted(status), F.lit(INVALID_UTF8))
+        .otherwise(status)
+        .alias(C.STATUS),
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
         *[F.col(c) for c in extra],
     )
