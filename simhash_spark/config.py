@@ -56,6 +56,7 @@ class ClusterConfig:
 class OutputConfig:
     write_deduplicated: bool = True
     overwrite: bool = False
+    pairs_max_group: int = 1000
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),
     "spark.arrow_batch_size": _at_least(1),
+    "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),
 }
 

@@ -26,6 +26,15 @@ from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted
+from simhash_spark.transforms.identical import (
+    GROUP_SIZE,
+    cross_group_pair_count,
+    expand_pairs,
+    fingerprint_groups,
+    group_members,
+    star_edges,
+    within_group_pairs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,22 +121,36 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
 
     with _timed(timings, "candidates"):
         keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
-        candidates = candidate_pairs(keyed, scheme=scheme, max_distance=k).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
+        members = group_members(keyed, groups).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted += [groups, members]
+        limit = cfg.output.pairs_max_group
+        grp = groups.agg(
+            F.count(F.lit(1)).alias("distinct"),
+            F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
+            F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
+            F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
+            F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
+        ).first()
+        assert grp is not None
+        candidates = candidate_pairs(
+            groups.select(C.ID, C.FINGERPRINT), scheme=scheme, max_distance=k
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(candidates)
         cand = candidates.agg(
             F.count(F.lit(1)).alias("examined"),
             F.coalesce(F.sum((F.col(C.DISTANCE) <= k).cast("long")), F.lit(0)).alias("accepted"),
         ).first()
         assert cand is not None
-        pairs = accepted_pairs(candidates, max_distance=k)
+        rep_pairs = accepted_pairs(candidates, max_distance=k)
+        pairs = expand_pairs(rep_pairs, members, max_group=limit)
+        n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
 
     with _timed(timings, "clusters"):
-        comps = connected_components(
-            pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)),
-            max_iterations=cfg.cluster.max_iterations,
+        edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
+            star_edges(members)
         )
+        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
         documents = assign_clusters(
             fps,
             comps.assignments,
@@ -149,8 +172,14 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "input_rows": input_rows,
         "fingerprinted": sum(status_counts[s] for s in FINGERPRINTED),
         "status": status_counts,
+        "distinct_fingerprints": int(grp["distinct"]),
+        "identical_fingerprint_groups": int(grp["groups"]),
+        "largest_identical_group": int(grp["largest"]),
         "candidate_pairs_examined": int(cand["examined"]),
-        "pairs_accepted": int(cand["accepted"]),
+        "representative_pairs_accepted": int(cand["accepted"]),
+        "pairs_accepted": n_pairs,
+        "pairs_complete": int(grp["cut"]) == 0,
+        "groups_written_as_stars": int(grp["cut"]),
         "clusters": int(agg["clusters"]),
         "largest_cluster": int(agg["largest"]),
         "duplicates": duplicates,

@@ -67,3 +67,29 @@ def test_integer_ids_and_passthrough(spark):
     assert res.documents.schema["id"].dataType.simpleString() == "bigint"
     assert sorted(r["doc_id"] for r in res.deduplicated.collect()) == [3, 7]
     assert res.deduplicated.columns == ["doc_id", "body", "src"]
+
+
+@pytest.mark.parametrize(
+    ("max_group", "expected_pairs", "complete"), [(1000, 15 + 3, True), (2, 5 + 2, False)]
+)
+def test_identical_fingerprints_joined_once_and_expanded(spark, max_group, expected_pairs, complete):
+    rows = [(f"a{i}", BASE) for i in range(5)] + [("a9", "<p>" + BASE + "</p>")]
+    rows += [(f"b{i}", OTHER) for i in range(3)] + [
+        ("c", "完全无关的第三篇文章，讲的是春季农业生产和种子供应的情况。")
+    ]
+    df = spark.createDataFrame(rows, "id string, text string")
+    res = dedup(spark, df, load_config(overrides=[f"output.pairs_max_group={max_group}"]))
+    got = clusters(res)
+    assert {k: v[0] for k, v in got.items()} == {
+        **dict.fromkeys(["a0", "a1", "a2", "a3", "a4", "a9"], "a0"),
+        **dict.fromkeys(["b0", "b1", "b2"], "b0"),
+        "c": "c",
+    }
+    pairs = res.pairs.collect()
+    assert len(pairs) == expected_pairs == res.stats["pairs_accepted"]
+    assert all(p["id_a"] < p["id_b"] and p["distance"] == 0 for p in pairs)
+    assert res.stats["pairs_complete"] is complete
+    assert res.stats["identical_fingerprint_groups"] == 2 and res.stats["largest_identical_group"] == 6
+    assert res.stats["distinct_fingerprints"] == 3
+    assert res.stats["candidate_pairs_examined"] <= 3  # the join saw 3 fingerprints, not 10 documents
+    res.unpersist()

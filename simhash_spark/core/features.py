@@ -12,6 +12,7 @@ Modes:
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -53,13 +54,14 @@ def load_idf_table(idf_path: str = "", stop_words_path: str = "") -> IdfTable:
 
 
 def tfidf_keywords(tokens: Iterable[str], table: IdfTable, top_k: int) -> list[tuple[str, float]]:
-    """``extract_tags`` from its tokens: same filters, same float operations, same stable sort."""
+    """``extract_tags`` from its tokens, to the bit.
+
+    Counting first and filtering the distinct tokens gives the same dict as jieba's per-token loop: the
+    filter depends on the token alone, and both dicts keep first-occurrence order (which decides ties).
+    Counts are exact small integers, so float(count), the total and each weight are jieba's floats.
+    """
     stop = table.stop_words
-    freq: dict[str, float] = {}
-    for w in tokens:
-        if len(w.strip()) < 2 or w.lower() in stop:
-            continue
-        freq[w] = freq.get(w, 0.0) + 1.0
+    freq = {w: float(c) for w, c in Counter(tokens).items() if len(w.strip()) >= 2 and w.lower() not in stop}
     total = sum(freq.values())
     idf, median = table.idf, table.median_idf
     for k in freq:

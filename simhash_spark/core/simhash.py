@@ -27,8 +27,8 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     if hashes.size == 0:
         return out
     bits = np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    # +w where the bit is set, -w where it is not: w * (2*bit - 1)
-    votes = (bits.astype(np.float64) * 2.0 - 1.0) * weights.astype(np.float64)[:, None]
+    w = weights.astype(np.float64)[:, None]
+    votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
     nonempty = counts > 0
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
     sums = np.add.reduceat(votes, starts, axis=0)

@@ -25,7 +25,7 @@ class Tokenizer(Protocol):
 
 @dataclass(frozen=True)
 class TokenizerOptions:
-    backend: str = "jieba"
+    backend: str = "fast"
     user_dict_path: str = ""
 
 
@@ -52,9 +52,8 @@ class JiebaTokenizer:
         return [(p.word, p.flag) for p in self._pos.cut(text)]
 
 
-# jieba's han-block characters (re_han_default) and its single-letter/digit class (re_eng).
-_HAN_BLOCK = re.compile("^[\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-]+$")
-_ENG_RUN = re.compile("^[a-zA-Z0-9]+$")
+# The ASCII characters of jieba's han blocks (re_han_default: \u4e00-\u9fd5 plus these).
+_HAN_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+#&._%-")
 _USERDICT_LINE = re.compile("^(.+?)( [0-9]+)?( [a-z]+)?$")
 # A word no text contains (two Unicode noncharacters) that carries the frequency difference between the
 # two dictionaries' totals, see FastTokenizer._load_userdict.
@@ -117,13 +116,15 @@ class FastTokenizer:
         append, extend = out.append, out.extend
         freq = self._freq
         hmm = self._hmm
+        han_ascii = _HAN_ASCII
         buf = ""
         for tok in self._rs.cut(text, False):
             if len(tok) == 1:
-                if _HAN_BLOCK.match(tok):
+                # a single-character route step inside a han block (jieba's re_han_default)
+                if "\u4e00" <= tok <= "\u9fd5" or tok in han_ascii:
                     buf += tok
                     continue
-            elif _ENG_RUN.match(tok) and not freq.get(tok):
+            elif tok.isascii() and tok.isalnum() and not freq.get(tok):
                 buf += tok  # letters/digits that HMM-off mode merged from single-character route steps
                 continue
             if buf:

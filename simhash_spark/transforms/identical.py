@@ -1,0 +1,100 @@
+"""Documents with identical fingerprints: join and cluster them once, expand them for pairs/.
+
+``cross_group_pair_count`` runs one aggregation (an action) so the summary can count pairs/ unexpanded.
+
+Boilerplate and reprints often share one fingerprint by the thousand. Joining them row by row makes a
+bucket quadratic (300k copies: 45·10⁹ rows). Instead the band join runs over distinct fingerprints, each
+represented by its smallest id, and every other member is linked to that representative at distance 0:
+the connected components are exactly those of the full "within k bits" graph. ``pairs/`` is expanded back
+to every member pair, except for groups larger than a limit, which keep only their representative's
+pairs plus a star (member, representative, 0): the run's summary says how many groups were cut that way.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+
+REP = "rep"
+GROUP_SIZE = "group_size"
+MEMBER = "member"
+
+
+def fingerprint_groups(keyed: DataFrame) -> DataFrame:
+    """In: ``id``, ``fingerprint``. Out: ``id`` (the group's smallest id), ``fingerprint``, ``group_size``;
+    one row per distinct fingerprint."""
+    return (
+        keyed.groupBy(C.FINGERPRINT)
+        .agg(F.min(C.ID).alias(C.ID), F.count(F.lit(1)).alias(GROUP_SIZE))
+        .select(C.ID, C.FINGERPRINT, GROUP_SIZE)
+    )
+
+
+def group_members(keyed: DataFrame, groups: DataFrame) -> DataFrame:
+    """In: ``keyed`` (``id``, ``fingerprint``), ``groups``. Out: ``member``, ``rep``, ``group_size``."""
+    g = groups.select(F.col(C.FINGERPRINT), F.col(C.ID).alias(REP), F.col(GROUP_SIZE))
+    return keyed.join(g, on=C.FINGERPRINT, how="inner").select(F.col(C.ID).alias(MEMBER), REP, GROUP_SIZE)
+
+
+def star_edges(members: DataFrame) -> DataFrame:
+    """Every member linked to its group's representative. Out: ``src``, ``dst``."""
+    return members.where(F.col(MEMBER) != F.col(REP)).select(
+        F.col(REP).alias(C.SRC), F.col(MEMBER).alias(C.DST)
+    )
+
+
+def expand_pairs(rep_pairs: DataFrame, members: DataFrame, *, max_group: int) -> DataFrame:
+    """Pairs between documents from pairs between representatives.
+
+    In: ``rep_pairs`` (``id_a``, ``id_b``, ``distance``, between representatives of distinct
+    fingerprints), ``members``. Out: ``id_a`` < ``id_b``, ``distance``: every member pair of groups of at
+    most ``max_group`` documents; a larger group stands in through its representative alone, and its own
+    members appear once each, paired with the representative at distance 0.
+    """
+    small = F.col(GROUP_SIZE) <= max_group
+    # who stands for a group in cross-group pairs: all members of a small group, the representative of a big one
+    stand_in = members.where(small | (F.col(MEMBER) == F.col(REP))).select(REP, MEMBER)
+    xa = stand_in.select(F.col(REP).alias("ra"), F.col(MEMBER).alias("ma"))
+    xb = stand_in.select(F.col(REP).alias("rb"), F.col(MEMBER).alias("mb"))
+    cross = (
+        rep_pairs.join(xa, on=F.col(C.ID_A) == F.col("ra"), how="inner")
+        .join(xb, on=F.col(C.ID_B) == F.col("rb"), how="inner")
+        .select(
+            F.least("ma", "mb").alias(C.ID_A),
+            F.greatest("ma", "mb").alias(C.ID_B),
+            F.col(C.DISTANCE),
+        )
+    )
+    a = members.where(small).select(F.col(REP).alias("r1"), F.col(MEMBER).alias("m1"))
+    b = members.where(small).select(F.col(REP).alias("r2"), F.col(MEMBER).alias("m2"))
+    within_small = a.join(
+        b, on=(F.col("r1") == F.col("r2")) & (F.col("m1") < F.col("m2")), how="inner"
+    ).select(F.col("m1").alias(C.ID_A), F.col("m2").alias(C.ID_B), F.lit(0).alias(C.DISTANCE))
+    within_big = members.where(~small & (F.col(MEMBER) != F.col(REP))).select(
+        F.least(REP, MEMBER).alias(C.ID_A), F.greatest(REP, MEMBER).alias(C.ID_B), F.lit(0).alias(C.DISTANCE)
+    )
+    return cross.unionByName(within_small).unionByName(within_big)
+
+
+def _stand_in_count(size: Column, max_group: int) -> Column:
+    return F.when(size <= max_group, size).otherwise(F.lit(1))
+
+
+def within_group_pairs(size: Column, max_group: int) -> Column:
+    """Rows ``expand_pairs`` writes inside one group of ``size`` identical fingerprints."""
+    return F.when(size <= max_group, size * (size - 1) / 2).otherwise(size - 1).cast("long")
+
+
+def cross_group_pair_count(rep_pairs: DataFrame, groups: DataFrame, *, max_group: int) -> int:
+    """Rows ``expand_pairs`` writes between groups, without expanding them (one aggregation)."""
+    ga = groups.select(F.col(C.ID).alias("ga"), _stand_in_count(F.col(GROUP_SIZE), max_group).alias("sa"))
+    gb = groups.select(F.col(C.ID).alias("gb"), _stand_in_count(F.col(GROUP_SIZE), max_group).alias("sb"))
+    row = (
+        rep_pairs.join(ga, on=F.col(C.ID_A) == F.col("ga"), how="inner")
+        .join(gb, on=F.col(C.ID_B) == F.col("gb"), how="inner")
+        .agg(F.coalesce(F.sum(F.col("sa") * F.col("sb")), F.lit(0)).alias("n"))
+        .first()
+    )
+    return int(row["n"]) if row is not None else 0
