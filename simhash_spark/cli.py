@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config
-from simhash_spark.errors import SimhashSparkError, essence
+from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 
 log = logging.getLogger("simhash_spark")
 
@@ -39,6 +39,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--master",
         help="Spark master for runs outside spark-submit (default: Spark's local[*]); never needed under spark-submit",
+    )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark property for runs outside spark-submit, e.g. --spark-conf spark.driver.memory=2g (repeatable)",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -99,7 +106,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
     if args.overwrite:
         overrides.append("output.overwrite=true")
     cfg = load_config(args.config, overrides)
-    spark = build_session(cfg, master=args.master)
+    spark = build_session(cfg, master=args.master, conf=_spark_conf(args.spark_conf))
     summ = run(spark, cfg, output=args.output, input_path=args.input, input_table=args.input_table)
     print(
         json.dumps(
@@ -120,11 +127,28 @@ def _run_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--spark-conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from simhash_spark.demo.run import run_demo
 
     cfg = load_config(args.config, [*args.overrides, "output.overwrite=true"])
-    run_demo(cfg, workdir=Path(args.workdir), n_docs=args.docs, seed=args.seed, master=args.master)
+    run_demo(
+        cfg,
+        workdir=Path(args.workdir),
+        n_docs=args.docs,
+        seed=args.seed,
+        master=args.master,
+        conf=_spark_conf(args.spark_conf),
+    )
     return 0
 
 

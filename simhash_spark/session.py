@@ -15,7 +15,9 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(cfg: Config, *, master: str | None = None, remote: str | None = None) -> SparkSession:
+def build_session(
+    cfg: Config, *, master: str | None = None, remote: str | None = None, conf: dict[str, str] | None = None
+) -> SparkSession:
     """Local runs (plain ``python -m simhash_spark``) get Spark's default local master unless ``master``
     is given; under spark-submit the master and resources come from spark-submit."""
     if not launched_by_spark_submit():
@@ -34,6 +36,8 @@ def build_session(cfg: Config, *, master: str | None = None, remote: str | None 
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
     builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.spark.arrow_batch_size))
     builder = builder.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.spark.arrow_batch_size))
     return spark

@@ -10,7 +10,15 @@ from simhash_spark.config import Config
 from simhash_spark.demo.corpus import write_corpus
 
 
-def run_demo(cfg: Config, *, workdir: Path, n_docs: int, seed: int, master: str | None) -> dict:
+def run_demo(
+    cfg: Config,
+    *,
+    workdir: Path,
+    n_docs: int,
+    seed: int,
+    master: str | None,
+    conf: dict[str, str] | None = None,
+) -> dict:
     from pyspark.sql import functions as F
 
     from simhash_spark.pipeline import run
@@ -25,7 +33,7 @@ def run_demo(cfg: Config, *, workdir: Path, n_docs: int, seed: int, master: str 
     result_dir = workdir / "result"
     if result_dir.exists() and not (result_dir / "_SUCCESS").exists():
         shutil.rmtree(result_dir)
-    spark = build_session(cfg, master=master)
+    spark = build_session(cfg, master=master, conf=conf)
     summ = run(spark, cfg, output=str(result_dir), input_path=str(corpus))
     keys = (
         "input_rows",
