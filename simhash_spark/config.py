@@ -44,6 +44,9 @@ class MatchConfig:
 @dataclass(frozen=True)
 class BandsConfig:
     scheme: str = "4x16"
+    min_recall: float = 0.99
+    auto_max_pairs_per_doc: float = 50.0
+    auto_sample_rows: int = 200_000
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,9 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "fingerprint.min_chars": _at_least(1),
     "match.max_distance": _at_least(0),
     "bands.scheme": _scheme,
+    "bands.min_recall": lambda v: None if 0 < v < 1 else "must be between 0 and 1 (exclusive)",
+    "bands.auto_max_pairs_per_doc": lambda v: None if v > 0 else "must be > 0",
+    "bands.auto_sample_rows": _at_least(1000),
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),
     "spark.arrow_batch_size": _at_least(1),
@@ -212,16 +218,21 @@ def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
 
 
 def _check_cross_fields(cfg: Config) -> None:
-    from simhash_spark.core.bands import parse_scheme
+    from simhash_spark.core.bands import MAX_AUTO_K, parse_scheme
 
     scheme = parse_scheme(cfg.bands.scheme)
     k = cfg.match.max_distance
-    if not scheme.guarantees(k):
+    if scheme.accepts(k):
+        return
+    if scheme.auto:
         raise ConfigError(
-            f"match.max_distance: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
-            f"pair only up to {scheme.max_exact_distance} differing bits; use fewer bits or more blocks "
-            f'(e.g. bands.scheme="blocks:{k + 2}")'
+            f"match.max_distance: {k} is above {MAX_AUTO_K}, the largest k bands.scheme='auto' handles"
         )
+    raise ConfigError(
+        f"match.max_distance: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
+        f"pair only up to {scheme.max_exact_distance} differing bits; use more blocks "
+        f'(e.g. bands.scheme="blocks:{k + 2}") or bands.scheme="auto"'
+    )
 
 
 def from_mapping(data: Mapping[str, Any]) -> Config:

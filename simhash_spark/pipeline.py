@@ -25,6 +25,7 @@ from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, va
 from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
 from simhash_spark.transforms.components import connected_components
+from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
@@ -133,6 +134,12 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
             F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
         ).first()
         assert grp is not None
+        design_report: dict[str, Any] = {}
+        if scheme.auto:
+            scheme, design_report = choose_design(
+                groups.select(C.ID, C.FINGERPRINT), n=int(grp["distinct"]), k=k, cfg=cfg.bands
+            )
+            log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
         candidates = candidate_pairs(
             groups.select(C.ID, C.FINGERPRINT), scheme=scheme, max_distance=k
         ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -185,7 +192,14 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "duplicates": duplicates,
         "dedup_rate": round(duplicates / input_rows, 6) if input_rows else 0.0,
         "components_iterations": comps.iterations,
-        "bands": {"scheme": scheme.spec, "tables": len(scheme.table_masks(k)), "max_distance": k},
+        "bands": {
+            "scheme": scheme.spec,
+            "tables": scheme.n_tables(k),
+            "max_distance": k,
+            "exact": scheme.exact,
+            "recall_at_k": round(scheme.recall(k), 6),
+            **({"auto": design_report} if design_report else {}),
+        },
     }
     return DedupResult(documents, pairs, clusters, deduplicated, stats, timings, persisted)
 

@@ -44,3 +44,45 @@ def test_pigeonhole_every_close_pair_shares_a_table(spec, k):
             b ^= 1 << bit
         assert hamming(a, b) <= k
         assert any(((a ^ b) & (m & (2**64 - 1))) == 0 for m in masks)
+
+
+def test_lsh_masks_are_fixed_and_sized():
+    s = parse_scheme("lsh:30,20")
+    masks = s.table_masks(11)
+    assert masks == parse_scheme("lsh:30,20").table_masks(3)  # fixed seed, independent of k
+    assert len(masks) == 30 and all(bin(m & (2**64 - 1)).count("1") == 20 for m in masks)
+    assert not s.exact and s.accepts(11) and not s.guarantees(11)
+
+
+@pytest.mark.parametrize("d", [0, 3, 8, 11, 16])
+def test_lsh_recall_matches_formula_empirically(d):
+    from simhash_spark.core.bands import lsh_recall
+
+    s = parse_scheme("lsh:12,18")
+    masks = [m & (2**64 - 1) for m in s.table_masks(d)]
+    rng = random.Random(d)
+    trials, found = 4000, 0
+    for _ in range(trials):
+        a = rng.getrandbits(64)
+        b = a
+        for bit in rng.sample(range(64), d):
+            b ^= 1 << bit
+        found += any(((a ^ b) & m) == 0 for m in masks)
+    p = lsh_recall(d, 12, 18)
+    sigma = max((p * (1 - p) / trials) ** 0.5, 1e-9)
+    assert abs(found / trials - p) <= 4 * sigma + 1e-9, (found / trials, p)
+
+
+def test_cheapest_lsh_meets_recall_and_exact_candidates():
+    from simhash_spark.core.bands import cheapest_lsh, exact_candidates, lsh_recall
+
+    for k in (3, 8, 11, 12):
+        s = cheapest_lsh(k, 0.99, 10**6)
+        assert lsh_recall(k, s.blocks, s.sampled_bits) >= 0.99
+    assert [d.spec for d in exact_candidates(3)][:3] == ["4x16", "blocks:4", "blocks:5"]
+    assert all(d.guarantees(11) for d in exact_candidates(11))
+
+
+def test_auto_spec():
+    s = parse_scheme("auto")
+    assert s.auto and s.accepts(12) and not s.accepts(17)

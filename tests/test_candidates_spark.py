@@ -65,3 +65,26 @@ def test_hamming_distance_on_negative_longs(spark):
     df = spark.createDataFrame(rows, ["a", "b", "want"])
     out = df.select(hamming_distance(F.col("a"), F.col("b")).alias("d"), "want").collect()
     assert all(r["d"] == r["want"] for r in out)
+
+
+def test_lsh_join_finds_exactly_the_pairs_sharing_a_sampled_key(spark):
+    """Not exact by design, but deterministic: the pairs within k that collide in some table, no others."""
+    k = 9
+    scheme = parse_scheme("lsh:20,16")
+    fps = planted_fingerprints(7, n_random=800, n_centres=250, k=k)
+    ids = list(range(len(fps)))
+    df = spark.createDataFrame(list(zip(ids, fps.tolist(), strict=True)), [C.ID, C.FINGERPRINT])
+    got = {
+        (r[C.ID_A], r[C.ID_B], r[C.DISTANCE])
+        for r in candidate_pairs(df, scheme=scheme, max_distance=k).collect()
+    }
+    got = {p for p in got if p[2] <= k}
+    masks = np.array(scheme.table_masks(k), dtype=np.int64).view(np.uint64)
+    u = fps.view(np.uint64)
+    want = {
+        (a, b, d)
+        for a, b, d in brute_force_pairs(ids, fps, k)
+        if any(int((u[a] ^ u[b]) & m) == 0 for m in masks)
+    }
+    assert got == want
+    assert len(want) < len(brute_force_pairs(ids, fps, k))  # some pairs were missed: it is approximate

@@ -63,9 +63,17 @@ def test_bad_values_name_the_field(override, message):
     assert message in str(e.value)
 
 
-def test_wider_blocks_allow_larger_k():
-    cfg = load_config(overrides=["match.max_distance=5", "bands.scheme=blocks:7"])
-    assert cfg.match.max_distance == 5
+def test_wider_blocks_lsh_and_auto_allow_larger_k():
+    assert load_config(overrides=["match.max_distance=5", "bands.scheme=blocks:7"]).match.max_distance == 5
+    assert (
+        load_config(overrides=["match.max_distance=11", "bands.scheme=lsh:300,19"]).bands.scheme
+        == "lsh:300,19"
+    )
+    assert load_config(overrides=["match.max_distance=12", "bands.scheme=auto"]).bands.scheme == "auto"
+    with pytest.raises(ConfigError, match="above 16"):
+        load_config(overrides=["match.max_distance=17", "bands.scheme=auto"])
+    with pytest.raises(ConfigError, match=r"bands\.min_recall"):
+        load_config(overrides=["bands.min_recall=1.5"])
 
 
 def test_bad_files(tmp_path):

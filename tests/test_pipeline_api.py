@@ -93,3 +93,24 @@ def test_identical_fingerprints_joined_once_and_expanded(spark, max_group, expec
     assert res.stats["distinct_fingerprints"] == 3
     assert res.stats["candidate_pairs_examined"] <= 3  # the join saw 3 fingerprints, not 10 documents
     res.unpersist()
+
+
+def test_auto_design_gives_the_exact_pairs_and_reports_its_choice(spark, tmp_path):
+    from simhash_spark.demo.corpus import generate
+
+    table = generate(80, seed=4)
+    df = spark.createDataFrame(table.to_pandas()[["id", "text"]])
+    fixed = dedup(spark, df, load_config())
+    auto = dedup(spark, df, load_config(overrides=["bands.scheme=auto", "bands.auto_sample_rows=1000"]))
+    assert sorted(auto.pairs.collect()) == sorted(fixed.pairs.collect())
+    report = auto.stats["bands"]["auto"]
+    assert auto.stats["bands"]["exact"] and report["chosen"] == auto.stats["bands"]["scheme"]
+    assert {d["scheme"] for d in report["designs"]} >= {"4x16", "blocks:5"}
+    # a budget nothing exact can meet falls back to LSH at the required recall
+    lsh = dedup(
+        spark, df, load_config(overrides=["bands.scheme=auto", "bands.auto_max_pairs_per_doc=0.0001"])
+    )
+    assert not lsh.stats["bands"]["exact"] and lsh.stats["bands"]["recall_at_k"] >= 0.99
+    assert {tuple(r) for r in lsh.pairs.collect()} <= {tuple(r) for r in fixed.pairs.collect()}
+    for r in (fixed, auto, lsh):
+        r.unpersist()

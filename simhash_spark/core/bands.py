@@ -8,17 +8,27 @@ least one table: the join is exact, not approximate.
   k <= N - 1.
 - ``"blocks:B"``: B blocks, C(B, B - k) tables each keyed on B - k blocks; exact for any k < B, with far
   fewer random collisions per table than one-block keys.
+- ``"lsh:L,r"``: L tables, each keyed on r bit positions sampled with a fixed seed. Not exact: a pair at
+  distance d collides in one table with probability C(64 - d, r) / C(64, r) (≈ (1 - d/64)^r), so it is
+  found with probability 1 - (1 - that)^L (``lsh_recall``). For the large k (10-12) that exact designs
+  cannot afford.
+- ``"auto"``: chosen per run from the data (see ``simhash_spark.transforms.designs``).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import random
 import re
 from dataclasses import dataclass
 
 BITS = 64
 _NXW = re.compile(r"^(\d+)x(\d+)$")
 _BLOCKS = re.compile(r"^blocks:(\d+)$")
+_LSH = re.compile(r"^lsh:(\d+),(\d+)$")
+LSH_SEED = 0x5EED_51A5
+MAX_AUTO_K = 16
 
 
 def _to_signed(v: int) -> int:
@@ -28,15 +38,36 @@ def _to_signed(v: int) -> int:
 @dataclass(frozen=True)
 class BandScheme:
     spec: str
-    blocks: int
+    blocks: int  # exact designs: number of blocks; lsh: number of tables
     one_block_tables: bool  # "NxW": every table is keyed on a single block, whatever k
+    sampled_bits: int = 0  # lsh: bits per table (0 for exact designs)
+
+    @property
+    def exact(self) -> bool:
+        return self.sampled_bits == 0
 
     @property
     def max_exact_distance(self) -> int:
-        return self.blocks - 1
+        return self.blocks - 1 if self.exact else -1
 
     def guarantees(self, k: int) -> bool:
-        return 0 <= k < self.blocks
+        """Whether every pair within k bits is found (LSH designs find them with ``recall(k)``)."""
+        return self.exact and 0 <= k < self.blocks
+
+    @property
+    def auto(self) -> bool:
+        return self.spec == "auto"
+
+    def accepts(self, k: int) -> bool:
+        if self.auto:
+            return 0 <= k <= MAX_AUTO_K
+        return self.guarantees(k) or (not self.exact and 0 <= k <= BITS)
+
+    def recall(self, d: int) -> float:
+        """Probability that a pair at distance d shares at least one table key."""
+        if self.exact:
+            return 1.0 if d <= self.max_exact_distance else float("nan")
+        return lsh_recall(d, self.blocks, self.sampled_bits)
 
     def block_masks(self) -> list[int]:
         """Unsigned masks of the blocks, most significant block first (band 0 = bits 63..48 for 4x16,
@@ -51,6 +82,15 @@ class BandScheme:
 
     def table_masks(self, k: int) -> list[int]:
         """Signed (Spark LONG) masks, one per table: a pair collides in table t iff (a ^ b) & mask_t == 0."""
+        if not self.exact:
+            rng = random.Random(LSH_SEED)
+            masks = []
+            for _ in range(self.blocks):
+                m = 0
+                for bit in rng.sample(range(BITS), self.sampled_bits):
+                    m |= 1 << bit
+                masks.append(_to_signed(m))
+            return masks
         if not self.guarantees(k):
             raise ValueError(f"bands {self.spec!r} are exact only up to k={self.max_exact_distance}, not {k}")
         blocks = self.block_masks()
@@ -63,6 +103,54 @@ class BandScheme:
             masks.append(_to_signed(m))
         return masks
 
+    def n_tables(self, k: int) -> int:
+        if not self.exact or self.one_block_tables:
+            return self.blocks
+        return math.comb(self.blocks, self.blocks - k)
+
+
+def lsh_recall(d: int, tables: int, bits: int) -> float:
+    """1 - (1 - C(64-d, r)/C(64, r))^L: sampling r distinct positions, none of the d differing ones."""
+    p = math.comb(BITS - d, bits) / math.comb(BITS, bits) if d <= BITS - bits else 0.0
+    return 1.0 - (1.0 - p) ** tables
+
+
+def cheapest_lsh(k: int, min_recall: float, n: int, max_tables: int = 400) -> BandScheme:
+    """The LSH design meeting ``min_recall`` at distance k with the least expected work for n uniformly
+    spread fingerprints: n·L exploded rows plus L · n²/2 · 2^-r random collisions."""
+    best: tuple[float, int, int] | None = None
+    for r in range(4, 41):
+        p = math.comb(BITS - k, r) / math.comb(BITS, r) if k <= BITS - r else 0.0
+        if p <= 0:
+            break
+        if p >= 1:
+            tables = 1
+        else:
+            tables = (
+                math.ceil(math.log(1 - min_recall) / math.log(1 - p)) if min_recall < 1 else max_tables + 1
+            )
+        if tables > max_tables:
+            continue
+        work = n * tables + tables * (n * n / 2) * 2.0**-r
+        if best is None or work < best[0]:
+            best = (work, tables, r)
+    if best is None:
+        raise ValueError(
+            f"no LSH design with at most {max_tables} tables reaches recall {min_recall} at k={k}"
+        )
+    return parse_scheme(f"lsh:{best[1]},{best[2]}")
+
+
+def exact_candidates(k: int, max_tables: int = 512) -> list[BandScheme]:
+    """Exact designs worth counting for k: 4x16 where it applies, and blocks:B for B = k+1 ... while the
+    number of tables stays reasonable."""
+    out = [parse_scheme("4x16")] if k <= 3 else []
+    for b in range(k + 1, BITS + 1):
+        if math.comb(b, b - k) > max_tables:
+            break
+        out.append(parse_scheme(f"blocks:{b}"))
+    return out
+
 
 def parse_scheme(spec: str) -> BandScheme:
     m = _NXW.match(spec)
@@ -71,10 +159,20 @@ def parse_scheme(spec: str) -> BandScheme:
         if n * w != BITS or n < 1:
             raise ValueError(f"{spec!r}: N x W must cover exactly 64 bits")
         return BandScheme(spec, n, True)
+    if spec == "auto":
+        return BandScheme(spec, 0, False)  # resolved per run by transforms.designs.choose_design
+    m = _LSH.match(spec)
+    if m:
+        tables, bits = int(m.group(1)), int(m.group(2))
+        if not 1 <= tables <= 4096 or not 1 <= bits <= BITS:
+            raise ValueError(f"{spec!r}: L must be 1..4096 tables and r 1..64 bits")
+        return BandScheme(spec, tables, False, bits)
     m = _BLOCKS.match(spec)
     if m:
         b = int(m.group(1))
         if not 1 <= b <= BITS:
             raise ValueError(f"{spec!r}: the number of blocks must be between 1 and 64")
         return BandScheme(spec, b, False)
-    raise ValueError(f"{spec!r}: expected 'NxW' (e.g. '4x16') or 'blocks:B' (e.g. 'blocks:6')")
+    raise ValueError(
+        f"{spec!r}: expected 'NxW' (e.g. '4x16'), 'blocks:B' (e.g. 'blocks:6'), 'lsh:L,r' or 'auto'"
+    )

@@ -1,0 +1,100 @@
+"""``bands.scheme = "auto"``: pick the table design from the data, before the join.
+
+For every exact design worth considering, the number of candidate pairs its tables would produce is
+Σ size·(size−1)/2 over its buckets: counted for all designs in one aggregation over (a deterministic
+hash sample of) the distinct fingerprints and scaled by 1/fraction² when sampled. The estimated work of a
+design is its candidate pairs plus its exploded rows (fingerprints × tables). The cheapest exact design
+wins when its candidate pairs per fingerprint fit ``bands.auto_max_pairs_per_doc``; otherwise the cheapest
+LSH design that reaches ``bands.min_recall`` at distance k. Runs one action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+from simhash_spark.config import BandsConfig
+from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
+
+_MAX_TABLES_COUNTED = 160  # tables across all counted designs: bounds the counting job's rows
+
+
+def _designs(k: int) -> list[BandScheme]:
+    chosen: list[BandScheme] = []
+    total = 0
+    for d in exact_candidates(k, max_tables=_MAX_TABLES_COUNTED):
+        if total + d.n_tables(k) > _MAX_TABLES_COUNTED and chosen:
+            break
+        chosen.append(d)
+        total += d.n_tables(k)
+    return chosen
+
+
+def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
+    """In: ``fps`` (``id``, ``fingerprint``), one row per distinct fingerprint, ``n`` of them.
+    Returns the design and the numbers behind the choice (for summary.json)."""
+    designs = _designs(k)
+    fraction = min(1.0, cfg.auto_sample_rows / n) if n else 1.0
+    sample = fps
+    if fraction < 1.0:
+        # a hash of the fingerprint, not Spark's sample(): the same rows whatever the partitioning
+        sample = fps.where(F.pmod(F.xxhash64(C.FINGERPRINT), F.lit(1_000_000)) < int(fraction * 1_000_000))
+    keys = []
+    for i, d in enumerate(designs):
+        for t, m in enumerate(d.table_masks(k)):
+            keys.append(
+                F.struct(
+                    F.lit(i).alias("d"),
+                    F.lit(t).alias("t"),
+                    F.col(C.FINGERPRINT).bitwiseAND(F.lit(m)).alias("key"),
+                )
+            )
+    rows = (
+        (
+            sample.select(F.explode(F.array(*keys)).alias("x"))
+            .groupBy("x.d", "x.t", "x.key")
+            .count()
+            .groupBy("d")
+            .agg(
+                F.sum(F.col("count") * (F.col("count") - 1) / 2).alias("pairs"),
+                F.max("count").alias("largest_bucket"),
+            )
+            .collect()
+        )
+        if designs and n
+        else []
+    )
+    measured = {int(r["d"]): r for r in rows}
+    report: list[dict[str, Any]] = []
+    best: tuple[float, BandScheme] | None = None
+    for i, d in enumerate(designs):
+        r = measured.get(i)
+        pairs = (float(r["pairs"]) if r else 0.0) / (fraction * fraction)
+        work = pairs + n * d.n_tables(k)
+        report.append(
+            {
+                "scheme": d.spec,
+                "tables": d.n_tables(k),
+                "estimated_candidate_pairs": round(pairs),
+                "largest_bucket_in_sample": int(r["largest_bucket"]) if r else 0,
+                "estimated_work": round(work),
+            }
+        )
+        if pairs <= cfg.auto_max_pairs_per_doc * max(n, 1) and (best is None or work < best[0]):
+            best = (work, d)
+    if best is not None:
+        chosen, why = best[1], "cheapest exact design within the pair budget"
+    else:
+        chosen = cheapest_lsh(k, cfg.min_recall, max(n, 1))
+        why = f"no exact design within {cfg.auto_max_pairs_per_doc} pairs per fingerprint: cheapest LSH at recall >= {cfg.min_recall}"
+    return chosen, {
+        "chosen": chosen.spec,
+        "reason": why,
+        "exact": chosen.exact,
+        "recall_at_k": round(chosen.recall(k), 6),
+        "sample_fraction": round(fraction, 6),
+        "designs": report,
+    }
