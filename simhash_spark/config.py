@@ -47,6 +47,7 @@ class BandsConfig:
     min_recall: float = 0.99
     auto_max_pairs_per_doc: float = 50.0
     auto_sample_rows: int = 200_000
+    hot_bucket_limit: int = 5000
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "bands.min_recall": lambda v: None if 0 < v < 1 else "must be between 0 and 1 (exclusive)",
     "bands.auto_max_pairs_per_doc": lambda v: None if v > 0 else "must be > 0",
     "bands.auto_sample_rows": _at_least(1000),
+    "bands.hot_bucket_limit": _at_least(2),
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),
     "spark.arrow_batch_size": _at_least(1),

@@ -27,6 +27,7 @@ from simhash_spark.transforms.clusters import assign_clusters, cluster_table, dr
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted
+from simhash_spark.transforms.hot_buckets import SIZE, bucket_sizes, hot_bucket_forest
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
     cross_group_pair_count,
@@ -140,8 +141,18 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
                 groups.select(C.ID, C.FINGERPRINT), n=int(grp["distinct"]), k=k, cfg=cfg.bands
             )
             log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
+        reps = groups.select(C.ID, C.FINGERPRINT)
+        masks = scheme.table_masks(k)
+        sizes = bucket_sizes(reps, masks=masks).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(sizes)
+        hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
+        n_hot = hot.count()
+        largest_buckets = [
+            {"band": r[C.TABLE], "key": f"{r[C.KEY] & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": r[SIZE]}
+            for r in sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(10).collect()
+        ]
         candidates = candidate_pairs(
-            groups.select(C.ID, C.FINGERPRINT), scheme=scheme, max_distance=k
+            reps, scheme=scheme, max_distance=k, skip=hot if n_hot else None
         ).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(candidates)
         cand = candidates.agg(
@@ -150,6 +161,14 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         ).first()
         assert cand is not None
         rep_pairs = accepted_pairs(candidates, max_distance=k)
+        forest_edges = 0
+        if n_hot:
+            forest = hot_bucket_forest(reps, hot, masks=masks, max_distance=k).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
+            persisted.append(forest)
+            forest_edges = forest.count()
+            rep_pairs = rep_pairs.unionByName(forest).distinct()
         pairs = expand_pairs(rep_pairs, members, max_group=limit)
         n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
 
@@ -185,7 +204,10 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "candidate_pairs_examined": int(cand["examined"]),
         "representative_pairs_accepted": int(cand["accepted"]),
         "pairs_accepted": n_pairs,
-        "pairs_complete": int(grp["cut"]) == 0,
+        "pairs_complete": int(grp["cut"]) == 0 and n_hot == 0,
+        "hot_buckets": n_hot,
+        "hot_bucket_forest_edges": forest_edges,
+        "largest_buckets": largest_buckets,
         "groups_written_as_stars": int(grp["cut"]),
         "clusters": int(agg["clusters"]),
         "largest_cluster": int(agg["largest"]),

@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from pyspark.testing import assertDataFrameEqual
 
 from simhash_spark.config import load_config
 from simhash_spark.pipeline import dedup
@@ -113,4 +114,21 @@ def test_auto_design_gives_the_exact_pairs_and_reports_its_choice(spark, tmp_pat
     assert not lsh.stats["bands"]["exact"] and lsh.stats["bands"]["recall_at_k"] >= 0.99
     assert {tuple(r) for r in lsh.pairs.collect()} <= {tuple(r) for r in fixed.pairs.collect()}
     for r in (fixed, auto, lsh):
+        r.unpersist()
+
+
+def test_hot_buckets_resolved_locally_keep_clusters_exact(spark):
+    from simhash_spark.demo.corpus import generate
+
+    df = spark.createDataFrame(generate(60, seed=8).to_pandas()[["id", "text"]])
+    normal = dedup(spark, df, load_config())
+    hot = dedup(spark, df, load_config(overrides=["bands.hot_bucket_limit=2"]))
+    assert hot.stats["hot_buckets"] > 0 and hot.stats["pairs_complete"] is False
+    assert hot.stats["largest_buckets"][0]["fingerprints"] >= 3
+    assert normal.stats["hot_buckets"] == 0 and normal.stats["pairs_complete"] is True
+    assertDataFrameEqual(hot.documents, normal.documents)
+    assertDataFrameEqual(hot.clusters, normal.clusters)
+    full = {tuple(r) for r in normal.pairs.collect()}
+    assert {tuple(r) for r in hot.pairs.collect()} <= full
+    for r in (normal, hot):
         r.unpersist()

@@ -42,15 +42,20 @@ def _first_shared_table(a: Column, b: Column, masks: list[int]) -> Column:
     return expr
 
 
-def candidate_pairs(fps: DataFrame, *, scheme: BandScheme, max_distance: int) -> DataFrame:
+def candidate_pairs(
+    fps: DataFrame, *, scheme: BandScheme, max_distance: int, skip: DataFrame | None = None
+) -> DataFrame:
     """Every pair of documents that shares a table key, once, with its Hamming distance.
 
-    In: ``id``, ``fingerprint`` (non-null). Out: ``id_a`` < ``id_b``, ``distance``.
+    In: ``id``, ``fingerprint`` (non-null); optionally ``skip`` (``band``, ``band_key``: hot buckets
+    resolved elsewhere, small enough to broadcast). Out: ``id_a`` < ``id_b``, ``distance``.
     A pair colliding in several tables is kept only from the first of them, so no distinct/shuffle is
     needed to deduplicate.
     """
     masks = scheme.table_masks(max_distance)
     keyed = explode_band_keys(fps, masks=masks)
+    if skip is not None:
+        keyed = keyed.join(F.broadcast(skip.select(C.TABLE, C.KEY)), on=[C.TABLE, C.KEY], how="left_anti")
     a = keyed.alias("a")
     b = keyed.alias("b")
     joined = a.join(
