@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simhash_spark: error: {e}", file=sys.stderr)
         return e.exit_code
     except Exception as e:
-        from simhash_spark.pipeline import StageFailed
+        from simhash_spark.stages import StageFailed
 
         log.exception("run failed")
         message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -17,26 +15,12 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.core.bands import parse_scheme
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
-from simhash_spark.errors import InputError, SimhashSparkError, essence, is_unreadable_input
-from simhash_spark.faults import maybe_pause
 from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, validate_input, write_parquet
-from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
+from simhash_spark.linking import link
+from simhash_spark.stages import timed
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
-from simhash_spark.transforms.components import connected_components
-from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted
-from simhash_spark.transforms.hot_buckets import SIZE, bucket_sizes, hot_bucket_forest
-from simhash_spark.transforms.identical import (
-    GROUP_SIZE,
-    cross_group_pair_count,
-    expand_pairs,
-    fingerprint_groups,
-    group_members,
-    star_edges,
-    within_group_pairs,
-)
 
 log = logging.getLogger(__name__)
 
@@ -56,27 +40,6 @@ class DedupResult:
     def unpersist(self) -> None:
         for df in self._persisted:
             df.unpersist()
-
-
-class StageFailed(RuntimeError):
-    """A runtime failure, labelled with the stage it happened in (exit code 1)."""
-
-
-@contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    start = time.perf_counter()
-    log.info("stage %s: start", stage)
-    maybe_pause(stage)
-    try:
-        yield
-    except SimhashSparkError:
-        raise
-    except Exception as e:
-        if is_unreadable_input(e):
-            raise InputError(f"cannot read input: {essence(e)}") from e
-        raise StageFailed(f"stage '{stage}' failed: {type(e).__name__}: {essence(e)}") from e
-    timings[stage] = round(time.perf_counter() - start, 3)
-    log.info("stage %s: %.1f s", stage, timings[stage])
 
 
 def _default_parallelism(spark: SparkSession) -> int:
@@ -105,14 +68,11 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
     """
     timings: dict[str, float] = {}
     persisted: list[DataFrame] = []
-    k = cfg.match.max_distance
-    scheme = parse_scheme(cfg.bands.scheme)
-
-    with _timed(timings, "validate"):
+    with timed(timings, "validate"):
         validate_input(raw, cfg, source=source)
         docs = _spread(spark, prepare_docs(raw, cfg), cfg)
 
-    with _timed(timings, "fingerprint"):
+    with timed(timings, "fingerprint"):
         extra = tuple(c for c in docs.columns if c not in (C.ID, C.TEXT))
         fps = add_fingerprints(docs, model=cfg.model, extra=extra).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(fps)
@@ -121,65 +81,13 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
     status_counts.update({r[C.STATUS]: int(r["count"]) for r in status_rows})
     input_rows = sum(status_counts.values())
 
-    with _timed(timings, "candidates"):
-        keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
-        groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
-        members = group_members(keyed, groups).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted += [groups, members]
-        limit = cfg.output.pairs_max_group
-        grp = groups.agg(
-            F.count(F.lit(1)).alias("distinct"),
-            F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
-            F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
-            F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
-            F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
-        ).first()
-        assert grp is not None
-        design_report: dict[str, Any] = {}
-        if scheme.auto:
-            scheme, design_report = choose_design(
-                groups.select(C.ID, C.FINGERPRINT), n=int(grp["distinct"]), k=k, cfg=cfg.bands
-            )
-            log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
-        reps = groups.select(C.ID, C.FINGERPRINT)
-        masks = scheme.table_masks(k)
-        sizes = bucket_sizes(reps, masks=masks).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(sizes)
-        hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
-        n_hot = hot.count()
-        largest_buckets = [
-            {"band": r[C.TABLE], "key": f"{r[C.KEY] & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": r[SIZE]}
-            for r in sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(10).collect()
-        ]
-        candidates = candidate_pairs(
-            reps, scheme=scheme, max_distance=k, skip=hot if n_hot else None
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(candidates)
-        cand = candidates.agg(
-            F.count(F.lit(1)).alias("examined"),
-            F.coalesce(F.sum((F.col(C.DISTANCE) <= k).cast("long")), F.lit(0)).alias("accepted"),
-        ).first()
-        assert cand is not None
-        rep_pairs = accepted_pairs(candidates, max_distance=k)
-        forest_edges = 0
-        if n_hot:
-            forest = hot_bucket_forest(reps, hot, masks=masks, max_distance=k).persist(
-                StorageLevel.MEMORY_AND_DISK
-            )
-            persisted.append(forest)
-            forest_edges = forest.count()
-            rep_pairs = rep_pairs.unionByName(forest).distinct()
-        pairs = expand_pairs(rep_pairs, members, max_group=limit)
-        n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
+    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
+    linked = link(keyed, cfg, timings=timings, persisted=persisted)
 
-    with _timed(timings, "clusters"):
-        edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
-            star_edges(members)
-        )
-        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
+    with timed(timings, "assemble"):
         documents = assign_clusters(
             fps,
-            comps.assignments,
+            linked.assignments,
             representative=cfg.cluster.representative,
             extra=cfg.input.passthrough_columns,
         ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -198,32 +106,15 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "input_rows": input_rows,
         "fingerprinted": sum(status_counts[s] for s in FINGERPRINTED),
         "status": status_counts,
-        "distinct_fingerprints": int(grp["distinct"]),
-        "identical_fingerprint_groups": int(grp["groups"]),
-        "largest_identical_group": int(grp["largest"]),
-        "candidate_pairs_examined": int(cand["examined"]),
-        "representative_pairs_accepted": int(cand["accepted"]),
-        "pairs_accepted": n_pairs,
-        "pairs_complete": int(grp["cut"]) == 0 and n_hot == 0,
-        "hot_buckets": n_hot,
-        "hot_bucket_forest_edges": forest_edges,
-        "largest_buckets": largest_buckets,
-        "groups_written_as_stars": int(grp["cut"]),
+        **{k: v for k, v in linked.stats.items() if k not in ("components_iterations", "bands")},
         "clusters": int(agg["clusters"]),
         "largest_cluster": int(agg["largest"]),
         "duplicates": duplicates,
         "dedup_rate": round(duplicates / input_rows, 6) if input_rows else 0.0,
-        "components_iterations": comps.iterations,
-        "bands": {
-            "scheme": scheme.spec,
-            "tables": scheme.n_tables(k),
-            "max_distance": k,
-            "exact": scheme.exact,
-            "recall_at_k": round(scheme.recall(k), 6),
-            **({"auto": design_report} if design_report else {}),
-        },
+        "components_iterations": linked.stats["components_iterations"],
+        "bands": linked.stats["bands"],
     }
-    return DedupResult(documents, pairs, clusters, deduplicated, stats, timings, persisted)
+    return DedupResult(documents, linked.pairs, clusters, deduplicated, stats, timings, persisted)
 
 
 def _versions() -> dict[str, str]:
@@ -264,7 +155,7 @@ def run(
         started = time.perf_counter()
         raw = read_input(spark, path=input_path, table=input_table)
         result = dedup(spark, raw, cfg, source=source)
-        with _timed(result.timings, "write"):
+        with timed(result.timings, "write"):
             write_parquet(result.documents, publisher.path("documents"))
             write_parquet(result.pairs, publisher.path("pairs"))
             write_parquet(result.clusters, publisher.path("clusters"))

@@ -1,0 +1,126 @@
+"""Linking fingerprints: identical groups, the band join (or local forests for hot buckets), the Hamming
+filter and connected components. Works on (id, fingerprint) alone, so fingerprints computed elsewhere
+can be linked too (``bench/scale.py`` does). Runs the actions these stages need."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+from simhash_spark.config import Config
+from simhash_spark.core.bands import parse_scheme
+from simhash_spark.stages import timed as _timed
+from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
+from simhash_spark.transforms.components import connected_components
+from simhash_spark.transforms.designs import choose_design
+from simhash_spark.transforms.hot_buckets import SIZE, bucket_sizes, hot_bucket_forest
+from simhash_spark.transforms.identical import (
+    GROUP_SIZE,
+    cross_group_pair_count,
+    expand_pairs,
+    fingerprint_groups,
+    group_members,
+    star_edges,
+    within_group_pairs,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Linked:
+    pairs: DataFrame  # id_a < id_b, distance (pairs/)
+    assignments: DataFrame  # node, component (nodes with an edge only)
+    stats: dict[str, Any]
+
+
+def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted: list[DataFrame]) -> Linked:
+    """In: ``keyed`` (``id``, ``fingerprint``) of the fingerprinted documents. Stages "candidates" and
+    "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``."""
+    k = cfg.match.max_distance
+    scheme = parse_scheme(cfg.bands.scheme)
+    with _timed(timings, "candidates"):
+        groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
+        members = group_members(keyed, groups).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted += [groups, members]
+        limit = cfg.output.pairs_max_group
+        grp = groups.agg(
+            F.count(F.lit(1)).alias("distinct"),
+            F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
+            F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
+            F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
+            F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
+        ).first()
+        assert grp is not None
+        design_report: dict[str, Any] = {}
+        if scheme.auto:
+            scheme, design_report = choose_design(
+                groups.select(C.ID, C.FINGERPRINT), n=int(grp["distinct"]), k=k, cfg=cfg.bands
+            )
+            log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
+        reps = groups.select(C.ID, C.FINGERPRINT)
+        masks = scheme.table_masks(k)
+        sizes = bucket_sizes(reps, masks=masks).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(sizes)
+        hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
+        n_hot = hot.count()
+        largest_buckets = [
+            {"band": r[C.TABLE], "key": f"{r[C.KEY] & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": r[SIZE]}
+            for r in sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(10).collect()
+        ]
+        candidates = candidate_pairs(
+            reps, scheme=scheme, max_distance=k, skip=hot if n_hot else None
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(candidates)
+        cand = candidates.agg(
+            F.count(F.lit(1)).alias("examined"),
+            F.coalesce(F.sum((F.col(C.DISTANCE) <= k).cast("long")), F.lit(0)).alias("accepted"),
+        ).first()
+        assert cand is not None
+        rep_pairs = accepted_pairs(candidates, max_distance=k)
+        forest_edges = 0
+        if n_hot:
+            forest = hot_bucket_forest(reps, hot, masks=masks, max_distance=k).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
+            persisted.append(forest)
+            forest_edges = forest.count()
+            rep_pairs = rep_pairs.unionByName(forest).distinct()
+        pairs = expand_pairs(rep_pairs, members, max_group=limit)
+        n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
+
+    with _timed(timings, "clusters"):
+        edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
+            star_edges(members)
+        )
+        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
+
+    stats = {
+        "distinct_fingerprints": int(grp["distinct"]),
+        "identical_fingerprint_groups": int(grp["groups"]),
+        "largest_identical_group": int(grp["largest"]),
+        "candidate_pairs_examined": int(cand["examined"]),
+        "representative_pairs_accepted": int(cand["accepted"]),
+        "pairs_accepted": n_pairs,
+        "pairs_complete": int(grp["cut"]) == 0 and n_hot == 0,
+        "hot_buckets": n_hot,
+        "hot_bucket_forest_edges": forest_edges,
+        "largest_buckets": largest_buckets,
+        "groups_written_as_stars": int(grp["cut"]),
+        "components_iterations": comps.iterations,
+        "bands": {
+            "scheme": scheme.spec,
+            "tables": scheme.n_tables(k),
+            "max_distance": k,
+            "exact": scheme.exact,
+            "recall_at_k": round(scheme.recall(k), 6),
+            **({"auto": design_report} if design_report else {}),
+        },
+    }
+    return Linked(pairs, comps.assignments, stats)
