@@ -46,8 +46,8 @@ class BandsConfig:
     scheme: str = "4x16"
     min_recall: float = 0.99
     auto_max_pairs_per_doc: float = 50.0
-    auto_sample_rows: int = 200_000
-    hot_bucket_limit: int = 5000
+    auto_sample_rows: int = 50_000
+    hot_bucket_limit: int = 1000
 
 
 @dataclass(frozen=True)

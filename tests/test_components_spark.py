@@ -3,6 +3,9 @@
 import itertools
 import random
 
+import pytest
+from pyspark.sql import functions as F
+
 from simhash_spark import columns as C
 from simhash_spark.transforms.components import connected_components
 
@@ -71,3 +74,19 @@ def test_self_loops_and_duplicate_edges(spark):
 def test_the_case_two_roots_must_not_survive(spark):
     # after one small-star round node 4 links to both 1 and 2; the fixpoint check must not stop there
     check(spark, [(5, 2), (5, 4), (4, 1)])
+
+
+@pytest.mark.slow
+def test_100k_chain_and_200k_star_stay_bounded(spark):
+    n = 100_000
+    chain = spark.range(n - 1).select(F.col("id").alias(C.SRC), (F.col("id") + 1).alias(C.DST))
+    res = connected_components(chain, max_iterations=60)
+    row = res.assignments.agg(F.count(F.lit(1)).alias("n"), F.max(C.COMPONENT).alias("c")).first()
+    assert row["n"] == n and row["c"] == 0
+    assert res.iterations <= 40
+    star = spark.range(1, 200_001).select(F.lit(0).cast("long").alias(C.SRC), F.col("id").alias(C.DST))
+    res2 = connected_components(star, max_iterations=60)
+    row2 = res2.assignments.agg(F.count(F.lit(1)).alias("n"), F.max(C.COMPONENT).alias("c")).first()
+    assert row2["n"] == 200_001 and row2["c"] == 0
+    assert res2.iterations <= 3
+    print(f"iterations: chain {res.iterations}, star {res2.iterations}")

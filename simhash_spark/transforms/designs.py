@@ -19,7 +19,7 @@ from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
 from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
 
-_MAX_TABLES_COUNTED = 160  # tables across all counted designs: bounds the counting job's rows
+_MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
 
 
 def _designs(k: int) -> list[BandScheme]:
