@@ -157,6 +157,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "features.ngram_size": _at_least(1),
     "fingerprint.hash": _choice(HASHES),
     "fingerprint.min_chars": _at_least(1),
+    "fingerprint.memo_size": _at_least(0),
     "match.max_distance": _at_least(0),
     "bands.scheme": _scheme,
     "bands.min_recall": lambda v: None if 0 < v < 1 else "must be between 0 and 1 (exclusive)",

@@ -54,3 +54,31 @@ def test_format_only_variants_get_identical_fingerprints():
         ]
     )
     assert len(set(res.fingerprint.tolist())) == 1
+
+
+def test_exact_duplicates_are_segmented_once_with_identical_results():
+    docs = mixed_documents(40, seed=8)
+    batch = [*docs, *docs, "<p>" + docs[0] + "</p>", None, "", "，。"] * 2
+    with_memo = Fingerprinter(ModelOptions())
+    without = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(memo_size=0)))
+    calls = {"n": 0}
+    real = with_memo.extractor.extract
+
+    def counting(text):
+        calls["n"] += 1
+        return real(text)
+
+    with_memo.extractor.extract = counting  # type: ignore[method-assign]
+    a, b = with_memo.batch(batch), without.batch(batch)
+    assert a.status == b.status and a.fingerprint.tolist() == b.fingerprint.tolist()
+    assert a.n_features.tolist() == b.n_features.tolist()
+    distinct = len({normalize(d, NormalizeOptions()).text for d in docs}) + 1  # + "，。"
+    assert calls["n"] == distinct
+    again = with_memo.batch(batch[:5])  # served from the memo of the previous batch
+    assert again.fingerprint.tolist() == b.fingerprint[:5].tolist() and calls["n"] == distinct
+
+
+def test_memo_is_bounded():
+    fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(memo_size=10)))
+    fp.batch(mixed_documents(30, seed=3))
+    assert len(fp._memo) == 10
