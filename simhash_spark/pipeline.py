@@ -20,7 +20,7 @@ from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, va
 from simhash_spark.linking import link
 from simhash_spark.stages import timed
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
-from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted
+from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted, model_files
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,25 @@ def _spread(spark: SparkSession, docs: DataFrame, cfg: Config) -> DataFrame:
     return docs.repartition(want, C.ID) if have < want else docs
 
 
+def _ship_model_files(spark: SparkSession, cfg: Config) -> None:
+    """Executors on a cluster do not see the driver's files: ship the dictionary, IDF and stop-word
+    files with the job (workers look them up by name when the driver's path does not exist for them)."""
+    paths = model_files(cfg.model)
+    if not paths:
+        return
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext; artifacts travel with the session
+        for path in paths:
+            spark.addArtifacts(path, file=True)
+        return
+    for path in paths:
+        try:
+            sc.addFile(path)
+        except Exception as e:  # the same file shipped by an earlier run in this session
+            log.debug("not shipping %s again: %s", path, e)
+
+
 def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "input") -> DedupResult:
     """Find near-duplicates in ``raw`` (the input rows, any columns) as configured.
 
@@ -73,6 +92,7 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         docs = _spread(spark, prepare_docs(raw, cfg), cfg)
 
     with timed(timings, "fingerprint"):
+        _ship_model_files(spark, cfg)
         extra = tuple(c for c in docs.columns if c not in (C.ID, C.TEXT))
         fps = add_fingerprints(docs, model=cfg.model, extra=extra).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(fps)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -17,10 +19,39 @@ from simhash_spark.faults import maybe_fail
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
 
 
+def model_files(model: ModelOptions) -> list[str]:
+    """Files the workers read: user dictionary, IDF table, stop words."""
+    paths = [model.tokenizer.user_dict_path, model.features.idf_path, model.features.stop_words_path]
+    return [p for p in paths if p]
+
+
+def _localized(model: ModelOptions) -> ModelOptions:
+    """The model with its file paths as this executor sees them: the path itself where it exists (local
+    mode, shared file systems), else the copy the driver shipped with ``SparkContext.addFile``."""
+
+    def local(path: str) -> str:
+        if not path or os.path.exists(path):
+            return path
+        from pyspark import SparkFiles
+
+        shipped = SparkFiles.get(os.path.basename(path))
+        return shipped if os.path.exists(shipped) else path
+
+    return replace(
+        model,
+        tokenizer=replace(model.tokenizer, user_dict_path=local(model.tokenizer.user_dict_path)),
+        features=replace(
+            model.features,
+            idf_path=local(model.features.idf_path),
+            stop_words_path=local(model.features.stop_words_path),
+        ),
+    )
+
+
 def _fingerprint_udf(model: ModelOptions) -> Any:
     @pandas_udf(_RESULT_SCHEMA)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-        fp = Fingerprinter(model)  # once per task; the heavy state inside is cached per worker process
+        fp = Fingerprinter(_localized(model))  # per task; the heavy state inside is cached per worker process
         maybe_fail("fingerprint")
         for texts in batches:
             res = fp.batch(texts.where(texts.notna(), None).tolist())
