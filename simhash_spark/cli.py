@@ -41,6 +41,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="Spark master for runs outside spark-submit (default: Spark's local[*]); never needed under spark-submit",
     )
     p.add_argument(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run through a Spark Connect server instead of a local or submitted session",
+    )
+    p.add_argument(
         "--spark-conf",
         action="append",
         default=[],
@@ -106,7 +111,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
     if args.overwrite:
         overrides.append("output.overwrite=true")
     cfg = load_config(args.config, overrides)
-    spark = build_session(cfg, master=args.master, conf=_spark_conf(args.spark_conf))
+    spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
     summ = run(spark, cfg, output=args.output, input_path=args.input, input_table=args.input_table)
     print(
         json.dumps(

@@ -240,4 +240,4 @@ class Publisher:
 
 
 def write_parquet(df: DataFrame, path: str) -> None:
-    df.write.mode("errorifexists").parquet(path)
+    df.write.mode("error").parquet(path)

@@ -1,0 +1,89 @@
+"""The pipeline runs unchanged through Spark Connect: a local Connect server started from the PySpark
+installation, the CLI with --remote, outputs equal to a local-mode run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from simhash_spark.cli import main
+from simhash_spark.demo.corpus import write_corpus
+from tests.test_cluster import free_port
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    pytest.importorskip("grpc", reason="Spark Connect client dependencies (pyspark[connect]) not installed")
+    tmp = tmp_path_factory.mktemp("connect")
+    port = free_port()
+    log = open(tmp / "server.log", "w")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[2]",
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 180
+        while "Spark Connect server started" not in (tmp / "server.log").read_text():
+            assert proc.poll() is None, (tmp / "server.log").read_text()[-3000:]
+            assert time.time() < deadline, "Connect server did not start"
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server, tmp_path):
+    corpus = tmp_path / "corpus.parquet"
+    write_corpus(corpus, n_docs=100, seed=13)
+    local = tmp_path / "local"
+    assert main(["dedup", "--input", str(corpus), "--output", str(local)]) == 0
+    remote = tmp_path / "remote"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simhash_spark",
+            "dedup",
+            "--input",
+            str(corpus),
+            "--output",
+            str(remote),
+            "--remote",
+            connect_server,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (remote / "_SUCCESS").exists()
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assertDataFrameEqual(spark.read.parquet(str(remote / name)), spark.read.parquet(str(local / name)))
