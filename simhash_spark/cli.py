@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--output", required=True, metavar="PATH", help="output folder (must not exist, see --overwrite)"
     )
-    d.add_argument("--overwrite", action="store_true", help="replace an existing output folder atomically")
+    d.add_argument("--overwrite", action="store_true", help="replace an existing output (folder and tables)")
+    d.add_argument(
+        "--output-table-prefix",
+        metavar="PREFIX",
+        help="also register the outputs as catalog tables PREFIXdocuments, PREFIXpairs, PREFIXclusters, "
+        "PREFIXdeduplicated (external tables over the published folders), e.g. --output-table-prefix dedup.news_",
+    )
     _add_common(d)
 
     m = sub.add_parser(
@@ -112,7 +118,14 @@ def _run_dedup(args: argparse.Namespace) -> int:
         overrides.append("output.overwrite=true")
     cfg = load_config(args.config, overrides)
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
-    summ = run(spark, cfg, output=args.output, input_path=args.input, input_table=args.input_table)
+    summ = run(
+        spark,
+        cfg,
+        output=args.output,
+        input_path=args.input,
+        input_table=args.input_table,
+        output_table_prefix=args.output_table_prefix,
+    )
     print(
         json.dumps(
             {

@@ -241,3 +241,30 @@ class Publisher:
 
 def write_parquet(df: DataFrame, path: str) -> None:
     df.write.mode("error").parquet(path)
+
+
+OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
+
+
+def output_tables(cfg: Config, prefix: str | None) -> dict[str, str]:
+    """Output folder name → catalog table name, for ``--output-table-prefix``."""
+    if not prefix:
+        return {}
+    names = [n for n in OUTPUTS if n != "deduplicated" or cfg.output.write_deduplicated]
+    return {n: f"{prefix}{n}" for n in names}
+
+
+def check_tables(spark: SparkSession, tables: dict[str, str], *, overwrite: bool) -> None:
+    """Refuse before any work when a target table exists and overwriting was not asked for."""
+    for table in tables.values():
+        if spark.catalog.tableExists(table) and not overwrite:
+            raise OutputError(f"table {table!r} already exists; pass --overwrite to replace it")
+
+
+def register_tables(spark: SparkSession, tables: dict[str, str], output: str) -> None:
+    """Point catalog tables at the published Parquet folders (external tables: dropping one never deletes
+    the output). Runs after the files are published, so a table never shows a partial run."""
+    for name, table in tables.items():
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+        spark.catalog.createTable(table, path=_join(output, name), source="parquet")
+        log.info("registered table %s -> %s", table, _join(output, name))

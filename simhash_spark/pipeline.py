@@ -16,7 +16,17 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
-from simhash_spark.io import FileSystem, Publisher, prepare_docs, read_input, validate_input, write_parquet
+from simhash_spark.io import (
+    FileSystem,
+    Publisher,
+    check_tables,
+    output_tables,
+    prepare_docs,
+    read_input,
+    register_tables,
+    validate_input,
+    write_parquet,
+)
 from simhash_spark.linking import link
 from simhash_spark.stages import timed
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
@@ -165,10 +175,15 @@ def run(
     output: str,
     input_path: str | None = None,
     input_table: str | None = None,
+    output_table_prefix: str | None = None,
 ) -> dict[str, Any]:
-    """Read, dedup, write every output into staging, publish atomically. Returns the summary."""
+    """Read, dedup, write every output into staging, publish atomically, then (optionally) register the
+    published folders as catalog tables ``PREFIX{documents,pairs,clusters,deduplicated}``. Returns the
+    summary."""
     source = f"table {input_table}" if input_table else str(input_path)
     publisher = Publisher(FileSystem(spark, output), output, overwrite=cfg.output.overwrite)
+    tables = output_tables(cfg, output_table_prefix)
+    check_tables(spark, tables, overwrite=cfg.output.overwrite)
     publisher.prepare()
     result: DedupResult | None = None
     try:
@@ -191,4 +206,5 @@ def run(
     finally:
         if result is not None:
             result.unpersist()
+    register_tables(spark, tables, output)
     return summ
