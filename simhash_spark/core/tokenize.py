@@ -111,11 +111,19 @@ class FastTokenizer:
     def _hmm_uncached(self, run: str) -> tuple[str, ...]:
         return tuple(self._finalseg_cut(run))
 
+    def _flush(self, buf: str, out: list[str]) -> None:
+        """jieba's handling of a run of single-character route steps."""
+        if len(buf) == 1:
+            out.append(buf)
+        elif not self._freq.get(buf):
+            out.extend(self._hmm(buf))
+        else:
+            out.extend(buf)
+
     def cut(self, text: str) -> list[str]:
         out: list[str] = []
-        append, extend = out.append, out.extend
+        append = out.append
         freq = self._freq
-        hmm = self._hmm
         han_ascii = _HAN_ASCII
         buf = ""
         for tok in self._rs.cut(text, False):
@@ -128,21 +136,11 @@ class FastTokenizer:
                 buf += tok  # letters/digits that HMM-off mode merged from single-character route steps
                 continue
             if buf:
-                if len(buf) == 1:
-                    append(buf)
-                elif not freq.get(buf):
-                    extend(hmm(buf))
-                else:
-                    extend(buf)
+                self._flush(buf, out)
                 buf = ""
             append(tok)
         if buf:
-            if len(buf) == 1:
-                append(buf)
-            elif not freq.get(buf):
-                extend(hmm(buf))
-            else:
-                extend(buf)
+            self._flush(buf, out)
         return out
 
     def cut_pos(self, text: str) -> list[tuple[str, str]]:
