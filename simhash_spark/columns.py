@@ -27,8 +27,6 @@ SRC = "src"
 DST = "dst"
 NODE = "node"
 COMPONENT = "component"
-FINGERPRINT_A = "fingerprint_a"
-FINGERPRINT_B = "fingerprint_b"
 
 # Columns the job adds to documents/: pass-through columns must not reuse these names.
 RESERVED = (ID, FINGERPRINT, FINGERPRINT_HEX, STATUS, N_CHARS, CLUSTER_ID, CLUSTER_SIZE, IS_DUPLICATE)
