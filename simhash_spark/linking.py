@@ -19,7 +19,7 @@ from simhash_spark.stages import timed as _timed
 from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
-from simhash_spark.transforms.hot_buckets import SIZE, bucket_sizes, hot_bucket_forest
+from simhash_spark.transforms.hot_buckets import SIZE, hot_bucket_forest, large_buckets
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
     cross_group_pair_count,
@@ -66,7 +66,11 @@ def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted:
             log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
         reps = groups.select(C.ID, C.FINGERPRINT)
         masks = scheme.table_masks(k)
-        sizes = bucket_sizes(reps, masks=masks).persist(StorageLevel.MEMORY_AND_DISK)
+        n_distinct = int(grp["distinct"])
+        fraction = min(1.0, cfg.bands.auto_sample_rows / n_distinct) if n_distinct else 1.0
+        sizes = large_buckets(reps, masks=masks, fraction=fraction, limit=cfg.bands.hot_bucket_limit).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         persisted.append(sizes)
         hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
         n_hot = hot.count()

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
 from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
+from simhash_spark.transforms.hot_buckets import hash_sample
 
 _MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
 
@@ -38,10 +39,7 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
     Returns the design and the numbers behind the choice (for summary.json)."""
     designs = _designs(k)
     fraction = min(1.0, cfg.auto_sample_rows / n) if n else 1.0
-    sample = fps
-    if fraction < 1.0:
-        # a hash of the fingerprint, not Spark's sample(): the same rows whatever the partitioning
-        sample = fps.where(F.pmod(F.xxhash64(C.FINGERPRINT), F.lit(1_000_000)) < int(fraction * 1_000_000))
+    sample = hash_sample(fps, fraction)
     keys = []
     for i, d in enumerate(designs):
         for t, m in enumerate(d.table_masks(k)):

@@ -24,6 +24,42 @@ def bucket_sizes(fps: DataFrame, *, masks: list[int]) -> DataFrame:
     )
 
 
+def hash_sample(fps: DataFrame, fraction: float) -> DataFrame:
+    """About ``fraction`` of the rows, chosen by a hash of the fingerprint (not Spark's ``sample``): the
+    same rows whatever the partitioning."""
+    if fraction >= 1.0:
+        return fps
+    return fps.where(F.pmod(F.xxhash64(C.FINGERPRINT), F.lit(1_000_000)) < int(fraction * 1_000_000))
+
+
+def large_buckets(
+    fps: DataFrame, *, masks: list[int], fraction: float, limit: int, top: int = 10
+) -> DataFrame:
+    """Exact sizes of the buckets that may exceed ``limit`` and of the ``top`` largest.
+
+    Candidates come from bucket counts over a hash sample (a bucket of ``limit`` fingerprints is expected
+    to hold ``limit·fraction`` of them there; any sampled bucket with half that qualifies); their exact
+    sizes come from a broadcast semi-join that filters the exploded keys where they are produced, so the
+    full set of keys is never shuffled for counting. With ``fraction`` 1 the candidates are exact.
+    Out: ``band``, ``band_key``, ``bucket_size``.
+    """
+    sample_sizes = bucket_sizes(hash_sample(fps, fraction), masks=masks)
+    threshold = max(2, int(limit * fraction * 0.5))
+    candidates = (
+        sample_sizes.where(F.col(SIZE) >= threshold)
+        .select(C.TABLE, C.KEY)
+        .unionByName(sample_sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(top).select(C.TABLE, C.KEY))
+        .distinct()
+    )
+    return (
+        explode_band_keys(fps, masks=masks)
+        .join(F.broadcast(candidates), on=[C.TABLE, C.KEY], how="left_semi")
+        .groupBy(C.TABLE, C.KEY)
+        .agg(F.count(F.lit(1)).alias(SIZE))
+        .select(C.TABLE, C.KEY, SIZE)
+    )
+
+
 def hot_bucket_forest(fps: DataFrame, hot: DataFrame, *, masks: list[int], max_distance: int) -> DataFrame:
     """Spanning-forest edges of the within-k graph inside every hot bucket.
 
