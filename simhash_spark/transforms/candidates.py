@@ -57,7 +57,9 @@ def candidate_pairs(
     if skip is not None:
         keyed = keyed.join(F.broadcast(skip.select(C.TABLE, C.KEY)), on=[C.TABLE, C.KEY], how="left_anti")
     a = keyed.alias("a")
-    b = keyed.alias("b")
+    # Never broadcast a side: both are the whole exploded key set, and Spark's size estimate after the
+    # anti-join with the hot buckets can be far too small (seen at k=11 with LSH tables).
+    b = keyed.alias("b").hint("merge")
     joined = a.join(
         b,
         on=(F.col(f"a.{C.TABLE}") == F.col(f"b.{C.TABLE}"))
