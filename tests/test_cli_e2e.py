@@ -38,22 +38,25 @@ def corpus(tmp_path_factory):
     return path, full
 
 
+def dedup_args(path, out, *extra):
+    """The e2e run: the generated corpus, its family/variant labels carried into documents/."""
+    return [
+        "dedup",
+        "--input",
+        str(path),
+        "--output",
+        str(out),
+        "--set",
+        'input.passthrough_columns=["family","variant"]',
+        *extra,
+    ]
+
+
 @pytest.fixture(scope="module")
 def result(spark, corpus, tmp_path_factory):
     path, _ = corpus
     out = tmp_path_factory.mktemp("run") / "out"
-    code = main(
-        [
-            "dedup",
-            "--input",
-            str(path),
-            "--output",
-            str(out),
-            "--set",
-            'input.passthrough_columns=["family","variant"]',
-        ]
-    )
-    assert code == 0
+    assert main(dedup_args(path, out)) == 0
     return out
 
 
@@ -153,17 +156,7 @@ def test_rerun_with_other_partitioning_gives_identical_outputs(spark, corpus, re
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     try:
         out = tmp_path / "again"
-        args = [
-            "dedup",
-            "--input",
-            str(path),
-            "--output",
-            str(out),
-            "--set",
-            'input.passthrough_columns=["family","variant"]',
-            "--set",
-            "spark.min_fingerprint_partitions=5",
-        ]
+        args = dedup_args(path, out, "--set", "spark.min_fingerprint_partitions=5")
         assert main(args) == 0
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)

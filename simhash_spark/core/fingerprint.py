@@ -67,7 +67,6 @@ class Fingerprinter:
         self.model = model
         self.extractor = FeatureExtractor(model.features, model.tokenizer)
         self._memo: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # key -> (fingerprint, n_features)
-        self.memo_hits = 0
 
     def _remember(self, key: bytes, value: tuple[int, int]) -> None:
         self._memo[key] = value
@@ -106,7 +105,6 @@ class Fingerprinter:
                 hit = self._memo.get(key)
                 if hit is not None:
                     self._memo.move_to_end(key)
-                    self.memo_hits += 1
                     out[i], n_feats = hit
                     if not n_feats:
                         statuses[i] = NO_FEATURES

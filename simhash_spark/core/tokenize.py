@@ -147,10 +147,6 @@ class FastTokenizer:
         # POS tagging stays on jieba's own tagger (allowPOS is the slow, optional path)
         return self._py.cut_pos(text)
 
-    @property
-    def python_tokenizer(self) -> JiebaTokenizer:
-        return self._py
-
 
 def fast_available() -> bool:
     try:
