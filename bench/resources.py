@@ -29,7 +29,18 @@ import pyarrow.parquet as pq
 
 from simhash_spark.demo.corpus import Vocabulary, _sentence, format_variant
 
-SITES = ["新华网", "人民网", "央视网", "澎湃新闻", "中国新闻网", "环球网", "光明网", "中国日报网", "经济日报", "科技日报"]
+SITES = [
+    "新华网",
+    "人民网",
+    "央视网",
+    "澎湃新闻",
+    "中国新闻网",
+    "环球网",
+    "光明网",
+    "中国日报网",
+    "经济日报",
+    "科技日报",
+]
 TEMPLATES = [
     "本文来源于{site}，转载请注明出处。免责声明：本站内容仅供参考，不构成任何投资建议，如有侵权请联系删除。",
     "{site}版权所有，未经书面授权禁止转载、摘编或以其他方式使用。违者必究，举报电话请见网站底部说明。",
@@ -89,9 +100,21 @@ def main() -> None:
         pq.write_table(generate(args.docs, args.boilerplate), corpus, row_group_size=100_000)
     out = work / "out"
     cmd = [
-        sys.executable, "-m", "simhash_spark", "dedup", "--input", str(corpus), "--output", str(out),
-        "--overwrite", "--master", "local[2]", "--spark-conf", f"spark.driver.memory={args.driver_memory}",
-        "--log-level", "WARNING",
+        sys.executable,
+        "-m",
+        "simhash_spark",
+        "dedup",
+        "--input",
+        str(corpus),
+        "--output",
+        str(out),
+        "--overwrite",
+        "--master",
+        "local[2]",
+        "--spark-conf",
+        f"spark.driver.memory={args.driver_memory}",
+        "--log-level",
+        "WARNING",
     ]
     for o in args.overrides:
         cmd += ["--set", o]
@@ -106,17 +129,36 @@ def main() -> None:
     watcher.join()
     wall = time.perf_counter() - start
     summary = json.loads((out / "summary.json").read_text()) if proc.returncode == 0 else {}
-    keep = ("input_rows", "fingerprinted", "distinct_fingerprints", "identical_fingerprint_groups",
-            "largest_identical_group", "candidate_pairs_examined", "pairs_accepted", "pairs_complete",
-            "clusters", "largest_cluster", "duplicates", "dedup_rate", "components_iterations", "timings_s")
-    print(json.dumps({
-        "command": " ".join(cmd),
-        "exit_code": proc.returncode,
-        "wall_s": round(wall, 1),
-        "peak_rss_process_tree_mib": round(peak[0] / 2**20) if peak else None,
-        "summary": {k: summary.get(k) for k in keep},
-        "stderr_tail": err.strip().splitlines()[-3:] if proc.returncode else [],
-    }, ensure_ascii=False, indent=2))
+    keep = (
+        "input_rows",
+        "fingerprinted",
+        "distinct_fingerprints",
+        "identical_fingerprint_groups",
+        "largest_identical_group",
+        "candidate_pairs_examined",
+        "pairs_accepted",
+        "pairs_complete",
+        "clusters",
+        "largest_cluster",
+        "duplicates",
+        "dedup_rate",
+        "components_iterations",
+        "timings_s",
+    )
+    print(
+        json.dumps(
+            {
+                "command": " ".join(cmd),
+                "exit_code": proc.returncode,
+                "wall_s": round(wall, 1),
+                "peak_rss_process_tree_mib": round(peak[0] / 2**20) if peak else None,
+                "summary": {k: summary.get(k) for k in keep},
+                "stderr_tail": err.strip().splitlines()[-3:] if proc.returncode else [],
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ IS_DUPLICATE = "is_duplicate"
 ID_A = "id_a"
 ID_B = "id_b"
 DISTANCE = "distance"
+SIMILARITY = "similarity"  # the second-tier measure, null where not checked
+REASON = "reason"  # why the pair is a duplicate (simhash_spark.core.verify)
 
 # clusters/
 SIZE = "size"

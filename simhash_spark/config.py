@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from simhash_spark import columns as C
-from simhash_spark.core.features import MODES, FeatureOptions
+from simhash_spark.core.features import MODES, SHINGLE_WEIGHTS, FeatureOptions
 from simhash_spark.core.fingerprint import FingerprintOptions, ModelOptions
 from simhash_spark.core.hashing import HASHES
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.tokenize import TokenizerOptions
+from simhash_spark.core.verify import MEASURES, ThresholdPolicy, VerifyOptions, parse_steps
 from simhash_spark.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
@@ -38,12 +39,13 @@ class InputConfig:
 
 @dataclass(frozen=True)
 class MatchConfig:
-    max_distance: int = 3
+    max_distance: int = 12
+    length_steps: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class BandsConfig:
-    scheme: str = "4x16"
+    scheme: str = "auto"
     min_recall: float = 0.99
     auto_max_pairs_per_doc: float = 50.0
     auto_sample_rows: int = 50_000
@@ -59,6 +61,7 @@ class ClusterConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     write_deduplicated: bool = True
+    write_report: bool = True
     overwrite: bool = False
     pairs_max_group: int = 1000
 
@@ -78,6 +81,7 @@ class Config:
     features: FeatureOptions = field(default_factory=FeatureOptions)
     fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
     match: MatchConfig = field(default_factory=MatchConfig)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
     bands: BandsConfig = field(default_factory=BandsConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -87,17 +91,22 @@ class Config:
     def model(self) -> ModelOptions:
         return ModelOptions(self.normalize, self.tokenizer, self.features, self.fingerprint)
 
+    @property
+    def policy(self) -> ThresholdPolicy:
+        return ThresholdPolicy(self.match.max_distance, self.match.length_steps)
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            f.name: {
-                k: list(v) if isinstance(v, tuple) else v
-                for k, v in dataclasses.asdict(getattr(self, f.name)).items()
-            }
+            f.name: {k: _plain(v) for k, v in dataclasses.asdict(getattr(self, f.name)).items()}
             for f in dataclasses.fields(self)
         }
 
     def replace(self, **sections: Any) -> Config:
         return dataclasses.replace(self, **sections)
+
+
+def _plain(v: Any) -> Any:
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
 
 
 # --- field rules -----------------------------------------------------------------------------------
@@ -159,6 +168,12 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "fingerprint.min_chars": _at_least(1),
     "fingerprint.memo_size": _at_least(0),
     "match.max_distance": _at_least(0),
+    "features.word_ngram_size": _at_least(1),
+    "features.shingle_weights": _choice(SHINGLE_WEIGHTS),
+    "verify.measure": _choice(MEASURES),
+    "verify.min_similarity": lambda v: None if 0 < v <= 1 else "must be in (0, 1]",
+    "verify.ngram_size": _at_least(1),
+    "verify.accept_distance": _at_least(0),
     "bands.scheme": _scheme,
     "bands.min_recall": lambda v: None if 0 < v < 1 else "must be between 0 and 1 (exclusive)",
     "bands.auto_max_pairs_per_doc": lambda v: None if v > 0 else "must be > 0",
@@ -191,6 +206,11 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(f"{key}: expected a string, got {value!r}")
+    if origin is tuple and typing.get_args(typ)[0] is not str:
+        try:
+            return parse_steps(value)
+        except ValueError as e:
+            raise ConfigError(f"{key}: {e}, got {value!r}") from None
     if origin is tuple:
         if isinstance(value, str):
             value = [value]
@@ -224,15 +244,14 @@ def _check_cross_fields(cfg: Config) -> None:
     from simhash_spark.core.bands import MAX_AUTO_K, parse_scheme
 
     scheme = parse_scheme(cfg.bands.scheme)
-    k = cfg.match.max_distance
+    k = cfg.policy.largest
+    what = "match.max_distance" if k == cfg.match.max_distance else "match.length_steps"
     if scheme.accepts(k):
         return
     if scheme.auto:
-        raise ConfigError(
-            f"match.max_distance: {k} is above {MAX_AUTO_K}, the largest k bands.scheme='auto' handles"
-        )
+        raise ConfigError(f"{what}: {k} is above {MAX_AUTO_K}, the largest k bands.scheme='auto' handles")
     raise ConfigError(
-        f"match.max_distance: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
+        f"{what}: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
         f"pair only up to {scheme.max_exact_distance} differing bits; use more blocks "
         f'(e.g. bands.scheme="blocks:{k + 2}") or bands.scheme="auto"'
     )

@@ -216,6 +216,9 @@ class Publisher:
             self.path(name), json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
         )
 
+    def write_text(self, name: str, text: str) -> None:
+        self.fs.write_text(self.path(name), text)
+
     def publish(self) -> None:
         self.fs.delete(self.path("_RUNNING"))
         self.fs.write_text(self.path("_SUCCESS"), "")

@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.bands import parse_scheme
+from simhash_spark.core.verify import VERIFIED
 from simhash_spark.stages import timed as _timed
-from simhash_spark.transforms.candidates import accepted_pairs, candidate_pairs
+from simhash_spark.transforms.candidates import candidate_pairs
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.hot_buckets import SIZE, hot_bucket_forest, large_buckets
@@ -29,6 +30,7 @@ from simhash_spark.transforms.identical import (
     star_edges,
     within_group_pairs,
 )
+from simhash_spark.transforms.verify import verify_pairs, within_threshold
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,23 @@ class Linked:
     stats: dict[str, Any]
 
 
-def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted: list[DataFrame]) -> Linked:
-    """In: ``keyed`` (``id``, ``fingerprint``) of the fingerprinted documents. Stages "candidates" and
-    "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``."""
-    k = cfg.match.max_distance
+def link(
+    keyed: DataFrame,
+    cfg: Config,
+    *,
+    timings: dict[str, float],
+    persisted: list[DataFrame],
+    texts: DataFrame | None = None,
+) -> Linked:
+    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents and, when
+    ``verify.measure`` is not "none", their ``texts`` (``id``, ``text``). Stages "candidates", "verify"
+    and "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``."""
+    policy = cfg.policy
+    k = policy.largest
+    if cfg.verify.enabled and texts is None:
+        raise ValueError("verify.measure needs the documents' texts")
+    lengths = keyed.select(C.ID, C.N_CHARS)
+    keyed = keyed.select(C.ID, C.FINGERPRINT)
     scheme = parse_scheme(cfg.bands.scheme)
     with _timed(timings, "candidates"):
         groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
@@ -87,15 +102,27 @@ def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted:
             F.coalesce(F.sum((F.col(C.DISTANCE) <= k).cast("long")), F.lit(0)).alias("accepted"),
         ).first()
         assert cand is not None
-        rep_pairs = accepted_pairs(candidates, max_distance=k)
+    with _timed(timings, "verify"):
+        rep_pairs = verify_pairs(
+            within_threshold(candidates, lengths, policy=policy), texts, opts=cfg.verify, norm=cfg.normalize
+        )
         forest_edges = 0
         if n_hot:
-            forest = hot_bucket_forest(reps, hot, masks=masks, max_distance=k).persist(
-                StorageLevel.MEMORY_AND_DISK
-            )
+            forest = hot_bucket_forest(
+                reps.join(lengths, on=C.ID, how="inner"),
+                hot,
+                masks=masks,
+                policy=policy,
+                verify=cfg.verify,
+                norm=cfg.normalize,
+                texts=texts,
+            ).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(forest)
             forest_edges = forest.count()
-            rep_pairs = rep_pairs.unionByName(forest).distinct()
+            rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
+        rep_pairs = rep_pairs.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(rep_pairs)
+        by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         pairs = expand_pairs(rep_pairs, members, max_group=limit)
         n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
 
@@ -110,7 +137,9 @@ def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted:
         "identical_fingerprint_groups": int(grp["groups"]),
         "largest_identical_group": int(grp["largest"]),
         "candidate_pairs_examined": int(cand["examined"]),
-        "representative_pairs_accepted": int(cand["accepted"]),
+        "representative_pairs_within_k": int(cand["accepted"]),
+        "representative_pairs_accepted": sum(by_reason.values()),
+        "representative_pairs_by_reason": by_reason,
         "pairs_accepted": n_pairs,
         "pairs_complete": int(grp["cut"]) == 0 and n_hot == 0,
         "hot_buckets": n_hot,
@@ -118,6 +147,11 @@ def link(keyed: DataFrame, cfg: Config, *, timings: dict[str, float], persisted:
         "largest_buckets": largest_buckets,
         "groups_written_as_stars": int(grp["cut"]),
         "components_iterations": comps.iterations,
+        "verify": {
+            "measure": cfg.verify.measure,
+            "min_similarity": cfg.verify.min_similarity if cfg.verify.enabled else None,
+            "passed": by_reason.get(VERIFIED, 0),
+        },
         "bands": {
             "scheme": scheme.spec,
             "tables": scheme.n_tables(k),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
@@ -28,9 +28,11 @@ from simhash_spark.io import (
     write_parquet,
 )
 from simhash_spark.linking import link
+from simhash_spark.report.collect import collect_report
+from simhash_spark.report.render import render
 from simhash_spark.stages import timed
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
-from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted, model_files
+from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted, model_files, valid_text
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class DedupResult:
     pairs: DataFrame
     clusters: DataFrame
     deduplicated: DataFrame
+    texts: DataFrame  # id, text (the configured text columns joined), for the report
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
@@ -111,8 +114,11 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
     status_counts.update({r[C.STATUS]: int(r["count"]) for r in status_rows})
     input_rows = sum(status_counts.values())
 
-    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
-    linked = link(keyed, cfg, timings=timings, persisted=persisted)
+    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS)
+    texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
+    linked = link(
+        keyed, cfg, timings=timings, persisted=persisted, texts=texts if cfg.verify.enabled else None
+    )
 
     with timed(timings, "assemble"):
         documents = assign_clusters(
@@ -144,7 +150,7 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "components_iterations": linked.stats["components_iterations"],
         "bands": linked.stats["bands"],
     }
-    return DedupResult(documents, linked.pairs, clusters, deduplicated, stats, timings, persisted)
+    return DedupResult(documents, linked.pairs, clusters, deduplicated, texts, stats, timings, persisted)
 
 
 def _versions() -> dict[str, str]:
@@ -196,9 +202,14 @@ def run(
             write_parquet(result.clusters, publisher.path("clusters"))
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
+        if cfg.output.write_report:
+            with timed(result.timings, "report"):
+                report = collect_report(result.stats, result.documents, result.pairs, result.texts, cfg)
         result.timings["total"] = round(time.perf_counter() - started, 3)
         summ = summary(result, cfg, source=source, spark=spark)
         publisher.write_json("summary.json", summ)
+        if cfg.output.write_report:
+            publisher.write_text("report.html", render(replace(report, summary=summ)))
         publisher.publish()
     except BaseException:
         publisher.abort()

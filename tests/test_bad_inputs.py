@@ -103,7 +103,9 @@ def test_not_parquet(spark, tmp_path, capsys):  # a single file that is not Parq
 
 def test_bad_config_value(spark, tmp_path, capsys):
     inp = write(tmp_path, pa.table({"id": ["a"], "text": [TEXT]}))
-    code, err = run(dedup(inp, tmp_path / "out", "--set", "match.max_distance=9"), capsys)
+    code, err = run(
+        dedup(inp, tmp_path / "out", "--set", "bands.scheme=4x16", "--set", "match.max_distance=9"), capsys
+    )
     assert code == 2 and "match.max_distance" in err
 
 

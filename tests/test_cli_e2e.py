@@ -9,6 +9,8 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from simhash_spark.cli import main
+from simhash_spark.config import load_config
+from simhash_spark.core.verify import similarity
 from simhash_spark.demo.corpus import write_corpus
 from tests.test_candidates_spark import brute_force_pairs
 from tests.test_components_spark import union_find
@@ -39,7 +41,9 @@ def corpus(tmp_path_factory):
 
 
 def dedup_args(path, out, *extra):
-    """The e2e run: the generated corpus, its family/variant labels carried into documents/."""
+    """The e2e run: the generated corpus, its family/variant labels carried into documents/; an exact
+    band design for the default k (auto may pick sampled LSH tables, which the brute-force check cannot
+    hold to exact equality)."""
     return [
         "dedup",
         "--input",
@@ -48,6 +52,8 @@ def dedup_args(path, out, *extra):
         str(out),
         "--set",
         'input.passthrough_columns=["family","variant"]',
+        "--set",
+        "bands.scheme=blocks:14",
         *extra,
     ]
 
@@ -75,8 +81,10 @@ def test_every_input_row_exactly_once(spark, corpus, result):
 def test_output_schemas(spark, result):
     assert read(spark, result, "documents").schema.simpleString() == DOCUMENTS_SCHEMA
     assert (
-        read(spark, result, "pairs").schema.simpleString() == "struct<id_a:string,id_b:string,distance:int>"
+        read(spark, result, "pairs").schema.simpleString()
+        == "struct<id_a:string,id_b:string,distance:int,similarity:double,reason:string>"
     )
+    assert (result / "report.html").read_text("utf-8").startswith("<!DOCTYPE html>")
     assert (
         read(spark, result, "clusters").schema.simpleString()
         == "struct<cluster_id:string,size:bigint,member_ids:array<string>>"
@@ -113,12 +121,36 @@ def test_planted_duplicates_clustered_and_nothing_unrelated_merged(spark, result
     assert all(len(f) == 1 for f in families_per_cluster.values())
 
 
-def test_pairs_are_brute_force_pairs_and_clusters_are_union_find(spark, result):
+def test_pairs_are_brute_force_pairs_and_clusters_are_union_find(spark, corpus, result):
+    """Default config: candidates within 12 bits, kept when identical or their 5-gram Jaccard >= 0.8.
+    Documents sharing a fingerprint are checked once, through their group's smallest id."""
+    _, table = corpus
+    text = dict(zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True))
+    summary = json.loads((result / "summary.json").read_text("utf-8"))
+    assert summary["bands"]["exact"]
     docs = read(spark, result, "documents").where("fingerprint is not null").collect()
     ids = [r["id"] for r in docs]
     fps = np.array([r["fingerprint"] for r in docs], dtype=np.int64)
-    pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in read(spark, result, "pairs").collect()}
-    assert pairs == brute_force_pairs(ids, fps, 3)
+    rows = read(spark, result, "pairs").collect()
+    pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows}
+    cfg = load_config()
+    rep: dict[int, str] = {}
+    for i, f in sorted(zip(ids, fps.tolist(), strict=True)):
+        rep.setdefault(f, i)
+    rep_of = {i: rep[f] for i, f in zip(ids, fps.tolist(), strict=True)}
+
+    def sim_of(a, b):
+        return similarity(text[rep_of[a]], text[rep_of[b]], cfg.verify, cfg.normalize)
+
+    expected = {(a, b, d) for a, b, d in brute_force_pairs(ids, fps, 12) if d == 0 or sim_of(a, b) >= 0.8}
+    assert pairs == expected
+    assert len(expected) > 20, "the corpus must plant duplicates"
+    for r in rows:
+        if r["distance"] == 0:
+            assert r["reason"] == "identical_fingerprint" and r["similarity"] is None
+        else:
+            assert r["reason"] == "verified"
+            assert r["similarity"] == pytest.approx(sim_of(r["id_a"], r["id_b"]))
     comp = union_find([(a, b) for a, b, _ in pairs])
     clusters = {r["cluster_id"]: r for r in read(spark, result, "clusters").collect()}
     expected: dict[str, list[str]] = {}
@@ -146,7 +178,7 @@ def test_duplicate_flags_and_deduplicated_rows(spark, corpus, result):
     assert summary["pairs_complete"] is True
     assert summary["dedup_rate"] == pytest.approx(len(dup_ids) / table.num_rows, abs=1e-6)
     assert set(summary["timings_s"]) >= {"fingerprint", "candidates", "clusters", "write", "total"}
-    assert summary["config"]["match"]["max_distance"] == 3
+    assert summary["config"]["match"]["max_distance"] == 12
     assert summary["versions"]["jieba"] == "0.42.1"
 
 
@@ -171,3 +203,17 @@ def test_output_exists_refused_then_overwritten(spark, corpus, result, capsys):
     assert "already exists" in capsys.readouterr().err
     before = (result / "summary.json").read_text("utf-8")
     assert json.loads(before)["input_rows"] > 0
+
+
+def test_report_of_the_run(result):
+    from tests.test_report import Checker
+
+    page = (result / "report.html").read_text("utf-8")
+    checker = Checker()
+    checker.feed(page)
+    assert not checker.errors and checker.stack == []
+    assert len(checker.images) >= 4
+    summary = json.loads((result / "summary.json").read_text("utf-8"))
+    shown = page.count('class="cluster"')
+    assert shown == min(20, summary["clusters"]) and shown > 0
+    assert f"<b>{summary['input_rows']}</b>" in page

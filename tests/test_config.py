@@ -43,7 +43,16 @@ def test_frozen():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("match.max_distance=4", "match.max_distance: 4 is too large for bands.scheme='4x16'"),
+        ("match.max_distance=17", "match.max_distance: 17 is above 16"),
+        (
+            "match.length_steps=[[100, 3], [0, 5]]",
+            "match.length_steps: from_chars must be strictly increasing",
+        ),
+        ("match.length_steps=[[0, 20]]", "match.length_steps: 20 is above 16"),
+        ("bands.scheme=4x16", "match.max_distance: 12 is too large for bands.scheme='4x16'"),
+        ("verify.measure=cosine", "verify.measure: must be one of"),
+        ("verify.min_similarity=0", "verify.min_similarity: must be in (0, 1]"),
+        ("features.shingle_weights=tf", "features.shingle_weights: must be one of"),
         ("match.max_distance=-1", "match.max_distance: must be >= 0"),
         ("features.top_k=ten", "features.top_k: expected an integer, got 'ten'"),
         ("features.mode=magic", "features.mode: must be one of"),
@@ -61,6 +70,13 @@ def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[override])
     assert message in str(e.value)
+
+
+def test_length_steps():
+    cfg = load_config(overrides=["match.length_steps=[[0, 14], [100, 12], [2000, 11]]"])
+    assert cfg.match.length_steps == ((0, 14), (100, 12), (2000, 11))
+    assert cfg.policy.largest == 14 and cfg.policy.k_for_length(150) == 12
+    assert cfg.to_dict()["match"]["length_steps"] == [[0, 14], [100, 12], [2000, 11]]
 
 
 def test_wider_blocks_lsh_and_auto_allow_larger_k():

@@ -13,7 +13,7 @@ DOCS = [normalize(d, NormalizeOptions()).text for d in mixed_documents(300, seed
 
 def extractor(**kw) -> FeatureExtractor:
     tok = {k: kw.pop(k) for k in list(kw) if k == "user_dict_path"}
-    return FeatureExtractor(FeatureOptions(**kw), TokenizerOptions(**tok))
+    return FeatureExtractor(FeatureOptions(**{"mode": "tfidf", **kw}), TokenizerOptions(**tok))
 
 
 @pytest.mark.parametrize("top_k", [20, 50, 0])
@@ -65,9 +65,31 @@ def test_char_ngrams():
     assert char_ngrams("新闻 联播好", 3) == [("新闻联", 1.0), ("闻联播", 1.0), ("联播好", 1.0)]
     assert char_ngrams("新闻", 4) == [("新闻", 1.0)]
     assert char_ngrams("   ", 4) == []
-    assert dict(char_ngrams("哈哈哈哈", 2)) == {"哈哈": 3.0}
+    assert dict(char_ngrams("哈哈哈哈", 2)) == {"哈哈": 1.0}
 
 
 def test_unknown_mode_rejected():
     with pytest.raises(ValueError, match="unknown feature mode"):
         extractor(mode="magic")
+
+
+def test_shingle_modes():
+    from simhash_spark.core.features import sentences, word_ngrams
+
+    assert char_ngrams("新闻，联播好", 3) == [("新闻联", 1.0), ("闻联播", 1.0), ("联播好", 1.0)]
+    assert dict(char_ngrams("哈哈哈哈", 2, binary=False)) == {"哈哈": 3.0}
+    assert word_ngrams(["今天", "，", "天气", "很", "好"], 2) == [
+        ("今天\x1f天气", 1.0),
+        ("天气\x1f很", 1.0),
+        ("很\x1f好", 1.0),
+    ]
+    assert word_ngrams(["今天", "好"], 3) == [("今天\x1f好", 1.0)]
+    assert sentences("第一句. 第二句!\n第一句.;") == [("第一句", 1.0), ("第二句", 1.0)]
+    assert sentences("第一句. 第一句.", binary=False) == [("第一句", 2.0)]
+
+
+@pytest.mark.parametrize("mode", ["word_ngram", "sentences", "char_ngram"])
+def test_shingle_modes_through_the_extractor(mode):
+    ex = FeatureExtractor(FeatureOptions(mode=mode), TokenizerOptions())
+    feats = ex.extract("国务院总理李强主持召开国务院常务会议. 研究部署相关工作.")
+    assert feats and all(w == 1.0 for _, w in feats)

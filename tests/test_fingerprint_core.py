@@ -1,6 +1,7 @@
 import jieba.analyse
 import numpy as np
 
+from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import (
     EMPTY,
     NO_FEATURES,
@@ -23,9 +24,12 @@ def test_statuses_per_row():
         ModelOptions(fingerprint=FingerprintOptions(min_chars=3), normalize=NormalizeOptions(max_chars=50))
     )
     res = fp.batch(
-        [None, "", "<p>&nbsp;</p>", "新闻", "，。！的", "北京市政府发布了城市更新方案", "北京" * 100]
+        [None, "", "<p>&nbsp;</p>", "新闻", "，。！？", "北京市政府发布了城市更新方案", "北京" * 100]
     )
     assert res.status == [NULL_TEXT, EMPTY, EMPTY, TOO_SHORT, NO_FEATURES, OK, TRUNCATED]
+    # keyword features: a stop word alone leaves no feature
+    tfidf = Fingerprinter(ModelOptions(features=FeatureOptions(mode="tfidf")))
+    assert tfidf.batch(["，。！的"]).status == [NO_FEATURES]
     assert res.has_fingerprint.tolist() == [False] * 5 + [True, True]
     assert res.n_chars.tolist()[:6] == [0, 0, 0, 2, 4, 14] and res.n_chars[6] == 50
 
@@ -33,7 +37,9 @@ def test_statuses_per_row():
 def test_fingerprint_equals_article_recipe():
     """The original article: extract_tags(topK=50, withWeight=True), MD5-64 per keyword, weighted voting."""
     docs = mixed_documents(80, seed=5)
-    fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(hash="md5_64")))
+    fp = Fingerprinter(
+        ModelOptions(features=FeatureOptions(mode="tfidf"), fingerprint=FingerprintOptions(hash="md5_64"))
+    )
     res = fp.batch(docs)
     for i, d in enumerate(docs):
         tags = jieba.analyse.extract_tags(normalize(d, NormalizeOptions()).text, topK=50, withWeight=True)

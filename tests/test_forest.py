@@ -35,3 +35,28 @@ def test_star_like_hot_cluster_gives_few_edges():
     fps = np.array(sorted(vals), dtype=np.uint64)
     edges = within_k_forest(fps, 3)
     assert len(edges) == len(fps) - 1  # one component, a spanning tree
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_forest_with_a_check_has_the_components_of_the_accepted_pairs(seed):
+    """A pair predicate (per-pair k, a text check) is asked only about unconnected pairs, yet the
+    components equal those of every pair that passes it."""
+    fps = planted_fingerprints(seed, n_random=200, n_centres=100, k=6)
+    ids = list(range(len(fps)))
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 300, size=len(fps))
+
+    def ok(i: int, j: int, d: int) -> bool:  # stricter for short documents, and an arbitrary veto
+        return d <= (2 if min(lengths[i], lengths[j]) < 100 else 6) and (i * 7 + j) % 5 != 0
+
+    asked: list[tuple[int, int]] = []
+
+    def accept(i: int, j: int, d: int) -> bool:
+        asked.append((i, j))
+        return ok(i, j, d)
+
+    full = [(a, b) for a, b, d in brute_force_pairs(ids, fps, 6) if ok(a, b, d)]
+    edges = within_k_forest(fps, 6, accept)
+    assert union_find([(i, j) for i, j, _ in edges]) == union_find(full)
+    assert all(ok(i, j, d) for i, j, d in edges)
+    assert len(asked) <= len(brute_force_pairs(ids, fps, 6))

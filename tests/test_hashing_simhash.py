@@ -89,3 +89,17 @@ def test_signed_view_hex_and_hamming_on_negative_values():
 def test_hamming_signed_equals_unsigned(a, b):
     mask = 2**64 - 1
     assert hamming(a, b) == bin((a & mask) ^ (b & mask)).count("1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2**64 - 1), min_size=0, max_size=30), min_size=1, max_size=12),
+    st.sampled_from([1.0, 2.5]),
+)
+def test_equal_weights_take_the_counting_path_with_the_same_bits(docs, w):
+    """Shingle features all weigh the same: the integer majority count must equal the float vote, ties
+    (an even number of features split evenly) included."""
+    hashes = np.array([h for d in docs for h in d], dtype=np.uint64)
+    out = simhash_batch(hashes, np.full(len(hashes), w), [len(d) for d in docs])
+    for i, d in enumerate(docs):
+        assert int(out[i]) == (simhash_reference(d, [w] * len(d)) if d else 0)

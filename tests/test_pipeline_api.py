@@ -9,6 +9,8 @@ from simhash_spark.config import load_config
 from simhash_spark.pipeline import dedup
 
 BASE = "北京市政府今天发布了城市更新方案，计划在三年内改造一百二十个老旧小区，涉及居民四万多户。"
+# The original article's recipe: keywords, k = 3, four 16-bit bands, no second tier.
+ORIGINAL = ["features.mode=tfidf", "match.max_distance=3", "bands.scheme=4x16", "verify.measure=none"]
 OTHER = "上海气象台发布暴雨蓝色预警，预计今天夜间到明天白天全市有大到暴雨，局部地区伴有雷电和短时强降水。"
 
 
@@ -101,15 +103,19 @@ def test_auto_design_gives_the_exact_pairs_and_reports_its_choice(spark, tmp_pat
 
     table = generate(80, seed=4)
     df = spark.createDataFrame(table.to_pandas()[["id", "text"]])
-    fixed = dedup(spark, df, load_config())
-    auto = dedup(spark, df, load_config(overrides=["bands.scheme=auto", "bands.auto_sample_rows=1000"]))
+    fixed = dedup(spark, df, load_config(overrides=ORIGINAL))
+    auto = dedup(
+        spark, df, load_config(overrides=[*ORIGINAL, "bands.scheme=auto", "bands.auto_sample_rows=1000"])
+    )
     assert sorted(auto.pairs.collect()) == sorted(fixed.pairs.collect())
     report = auto.stats["bands"]["auto"]
     assert auto.stats["bands"]["exact"] and report["chosen"] == auto.stats["bands"]["scheme"]
     assert {d["scheme"] for d in report["designs"]} >= {"4x16", "blocks:5"}
     # a budget nothing exact can meet falls back to LSH at the required recall
     lsh = dedup(
-        spark, df, load_config(overrides=["bands.scheme=auto", "bands.auto_max_pairs_per_doc=0.0001"])
+        spark,
+        df,
+        load_config(overrides=[*ORIGINAL, "bands.scheme=auto", "bands.auto_max_pairs_per_doc=0.0001"]),
     )
     assert not lsh.stats["bands"]["exact"] and lsh.stats["bands"]["recall_at_k"] >= 0.99
     assert {tuple(r) for r in lsh.pairs.collect()} <= {tuple(r) for r in fixed.pairs.collect()}
@@ -117,12 +123,32 @@ def test_auto_design_gives_the_exact_pairs_and_reports_its_choice(spark, tmp_pat
         r.unpersist()
 
 
-def test_hot_buckets_resolved_locally_keep_clusters_exact(spark):
+def test_default_auto_design_finds_the_exact_designs_pairs(spark):
+    """Default k = 12: auto may pick sampled-bit LSH tables; what they find is a subset of the exact
+    design's pairs, and nearly all of it (recall 0.99 at d = 12, more below)."""
     from simhash_spark.demo.corpus import generate
 
+    df = spark.createDataFrame(generate(120, seed=6).to_pandas()[["id", "text"]])
+    exact = dedup(spark, df, load_config(overrides=["bands.scheme=blocks:14"]))
+    auto = dedup(spark, df, load_config())
+    want = {tuple(r) for r in exact.pairs.collect()}
+    got = {tuple(r) for r in auto.pairs.collect()}
+    assert got <= want and len(want) > 20
+    assert len(got) >= 0.97 * len(want)
+    assert auto.stats["bands"]["recall_at_k"] >= 0.99 or auto.stats["bands"]["exact"]
+    for r in (exact, auto):
+        r.unpersist()
+
+
+@pytest.mark.parametrize("recipe", ["default", "original"])
+def test_hot_buckets_resolved_locally_keep_clusters_exact(spark, recipe):
+    """Default: the local forest checks texts (and per-pair k) like the join path does."""
+    from simhash_spark.demo.corpus import generate
+
+    base = ORIGINAL if recipe == "original" else ["match.length_steps=[[0, 12], [300, 10]]"]
     df = spark.createDataFrame(generate(60, seed=8).to_pandas()[["id", "text"]])
-    normal = dedup(spark, df, load_config())
-    hot = dedup(spark, df, load_config(overrides=["bands.hot_bucket_limit=2"]))
+    normal = dedup(spark, df, load_config(overrides=base))
+    hot = dedup(spark, df, load_config(overrides=[*base, "bands.hot_bucket_limit=2"]))
     assert hot.stats["hot_buckets"] > 0 and hot.stats["pairs_complete"] is False
     assert hot.stats["largest_buckets"][0]["fingerprints"] >= 3
     assert normal.stats["hot_buckets"] == 0 and normal.stats["pairs_complete"] is True

@@ -5,32 +5,44 @@ Modes:
   does (same IDF table, median IDF for unknown words, stop words, order of ties) but over tokens from any
   backend, so a faster tokenizer yields the same keywords.
 - ``tf``: every token that carries a letter, digit or ideograph, weighted by its count.
-- ``char_ngram``: overlapping character n-grams of the text without spaces, weighted by count; needs no
-  segmentation and suits short texts.
+- ``char_ngram``: the distinct character n-grams of the text's letters, digits and ideographs
+  (``ngram_size``); needs no segmentation, suits short texts and reprints.
+- ``word_ngram``: distinct n-grams of consecutive word tokens (``word_ngram_size``).
+- ``sentences``: the distinct sentences (split at . ! ? ; and line breaks after normalization).
+
+Shingle modes (``char_ngram``, ``word_ngram``, ``sentences``) weigh every distinct shingle 1
+(``shingle_weights = "binary"``) or by its count (``"count"``): counts let a repeated phrase dominate
+long documents.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 
+from simhash_spark.core.shingles import compact
 from simhash_spark.core.tokenize import Tokenizer, TokenizerOptions, get_tokenizer
 
-MODES = ("tfidf", "tf", "char_ngram")
+MODES = ("tfidf", "tf", "char_ngram", "word_ngram", "sentences")
+SHINGLE_WEIGHTS = ("binary", "count")
+_SENTENCE_END = re.compile(r"[.!?;\n]+")
 
 
 @dataclass(frozen=True)
 class FeatureOptions:
-    mode: str = "tfidf"
+    mode: str = "char_ngram"
     top_k: int = 50
     idf_path: str = ""
     stop_words_path: str = ""
     allow_pos: tuple[str, ...] = ()
-    ngram_size: int = 4
+    ngram_size: int = 5
+    word_ngram_size: int = 3
+    shingle_weights: str = "binary"
 
 
 @dataclass(frozen=True)
@@ -83,17 +95,32 @@ def term_frequencies(tokens: Iterable[str], stop_words: frozenset[str]) -> list[
     return list(freq.items())
 
 
-def char_ngrams(text: str, n: int) -> list[tuple[str, float]]:
-    compact = "".join(text.split())
-    if not compact:
+def _weighted(shingles: Iterable[str], binary: bool) -> list[tuple[str, float]]:
+    if binary:
+        return [(g, 1.0) for g in dict.fromkeys(shingles)]
+    return [(g, float(c)) for g, c in Counter(shingles).items()]
+
+
+def char_ngrams(text: str, n: int, *, binary: bool = True) -> list[tuple[str, float]]:
+    s = compact(text)
+    if not s:
         return []
-    if len(compact) <= n:
-        return [(compact, 1.0)]
-    freq: dict[str, float] = {}
-    for i in range(len(compact) - n + 1):
-        g = compact[i : i + n]
-        freq[g] = freq.get(g, 0.0) + 1.0
-    return list(freq.items())
+    if len(s) <= n:
+        return [(s, 1.0)]
+    return _weighted((s[i : i + n] for i in range(len(s) - n + 1)), binary)
+
+
+def word_ngrams(tokens: list[str], n: int, *, binary: bool = True) -> list[tuple[str, float]]:
+    words = [w for w in tokens if _has_word_char(w)]
+    if not words:
+        return []
+    if len(words) <= n:
+        return [("\x1f".join(words), 1.0)]
+    return _weighted(("\x1f".join(words[i : i + n]) for i in range(len(words) - n + 1)), binary)
+
+
+def sentences(text: str, *, binary: bool = True) -> list[tuple[str, float]]:
+    return _weighted((c for c in map(compact, _SENTENCE_END.split(text)) if c), binary)
 
 
 class FeatureExtractor:
@@ -106,7 +133,8 @@ class FeatureExtractor:
         self.opts = opts
         self._tokenizer: Tokenizer | None = None
         self._table: IdfTable | None = None
-        if opts.mode != "char_ngram":
+        self._binary = opts.shingle_weights == "binary"
+        if opts.mode in ("tfidf", "tf", "word_ngram"):
             self._tokenizer = get_tokenizer(tok_opts)
             self._table = load_idf_table(opts.idf_path, opts.stop_words_path)
 
@@ -120,8 +148,12 @@ class FeatureExtractor:
     def extract(self, text: str) -> list[tuple[str, float]]:
         mode = self.opts.mode
         if mode == "char_ngram":
-            return char_ngrams(text, self.opts.ngram_size)
+            return char_ngrams(text, self.opts.ngram_size, binary=self._binary)
+        if mode == "sentences":
+            return sentences(text, binary=self._binary)
         assert self._table is not None
+        if mode == "word_ngram":
+            return word_ngrams(self.tokens(text), self.opts.word_ngram_size, binary=self._binary)
         if mode == "tfidf":
             return tfidf_keywords(self.tokens(text), self._table, self.opts.top_k)
         return term_frequencies(self.tokens(text), self._table.stop_words)

@@ -8,15 +8,23 @@ components are unchanged; only the list of pairs is shortened.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 BLOCK = 2048  # rows compared at once: BLOCK × size bytes of distances in memory
 
 
-def within_k_forest(fps: np.ndarray, k: int) -> list[tuple[int, int, int]]:
-    """Spanning forest of the graph "Hamming distance ≤ k" over ``fps`` (int64 or uint64).
+def within_k_forest(
+    fps: np.ndarray, k: int, accept: Callable[[int, int, int], bool] | None = None
+) -> list[tuple[int, int, int]]:
+    """Spanning forest of the graph "Hamming distance ≤ k and ``accept(i, j, d)``" over ``fps`` (int64 or
+    uint64).
 
     Returns (i, j, distance) index triples with i < j, one per union, in a deterministic order.
+    ``accept`` (a per-pair threshold, a text check) is asked only about pairs not yet connected, so an
+    expensive check runs about once per member instead of once per pair; the components are still those
+    of the accepted pairs, since a pair skipped as connected could add no connection.
     """
     u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
     n = len(u)
@@ -37,7 +45,7 @@ def within_k_forest(fps: np.ndarray, k: int) -> list[tuple[int, int, int]]:
         for r, c in zip(rows[keep].tolist(), cols[keep].tolist(), strict=True):
             i = r + start
             ri, rc = find(i), find(c)
-            if ri != rc:
+            if ri != rc and (accept is None or accept(i, c, int(dist[r, c]))):
                 parent[max(ri, rc)] = min(ri, rc)
                 edges.append((i, c, int(dist[r, c])))
     return edges

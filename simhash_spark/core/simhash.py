@@ -27,12 +27,18 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     if hashes.size == 0:
         return out
     bits = np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    w = weights.astype(np.float64)[:, None]
-    votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
     nonempty = counts > 0
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
-    sums = np.add.reduceat(votes, starts, axis=0)
-    packed = np.packbits(sums > 0, axis=1, bitorder="little")
+    if np.all(weights == weights[0]) and weights[0] > 0:
+        # Equal weights (shingle features): a bit is set when more than half the features set it.
+        # Integer counting gives the same bits as the float vote at a fraction of the memory traffic.
+        ones = np.add.reduceat(bits, starts, axis=0, dtype=np.int32)
+        set_bits = 2 * ones > counts[nonempty, None]
+    else:
+        w = weights.astype(np.float64)[:, None]
+        votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
+        set_bits = np.add.reduceat(votes, starts, axis=0) > 0
+    packed = np.packbits(set_bits, axis=1, bitorder="little")
     out[nonempty] = packed.view("<u8").reshape(-1)
     return out
 

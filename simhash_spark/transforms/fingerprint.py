@@ -75,6 +75,15 @@ def is_fingerprinted(status: Column) -> Column:
     return status.isin(*FINGERPRINTED)
 
 
+def _is_invalid_utf8(text: Column) -> Column:
+    return F.coalesce(~F.is_valid_utf8(text), F.lit(False))
+
+
+def valid_text(text: Column) -> Column:
+    """The text with invalid UTF-8 sequences replaced by U+FFFD (Arrow cannot hand them to Python)."""
+    return F.when(_is_invalid_utf8(text), F.make_valid_utf8(text)).otherwise(text)
+
+
 def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, ...] = ()) -> DataFrame:
     """Fingerprint every document.
 
@@ -85,10 +94,10 @@ def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, 
     status says so.
     """
     text = F.col(C.TEXT)
-    invalid = F.coalesce(~F.is_valid_utf8(text), F.lit(False))
+    invalid = _is_invalid_utf8(text)
     res = docs.select(
         "*",
-        _fingerprint_udf(model)(F.when(invalid, F.make_valid_utf8(text)).otherwise(text)).alias("_fp"),
+        _fingerprint_udf(model)(valid_text(text)).alias("_fp"),
         invalid.alias("_invalid"),
     )
     status = F.col(f"_fp.{C.STATUS}")

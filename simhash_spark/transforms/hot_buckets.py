@@ -9,6 +9,8 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.core.forest import within_k_forest
+from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.verify import FINGERPRINT, VERIFIED, ThresholdPolicy, VerifyOptions, similarity
 from simhash_spark.transforms.candidates import explode_band_keys
 
 SIZE = "bucket_size"
@@ -60,33 +62,79 @@ def large_buckets(
     )
 
 
-def hot_bucket_forest(fps: DataFrame, hot: DataFrame, *, masks: list[int], max_distance: int) -> DataFrame:
-    """Spanning-forest edges of the within-k graph inside every hot bucket.
+def hot_bucket_forest(
+    fps: DataFrame,
+    hot: DataFrame,
+    *,
+    masks: list[int],
+    policy: ThresholdPolicy,
+    verify: VerifyOptions,
+    norm: NormalizeOptions,
+    texts: DataFrame | None = None,
+) -> DataFrame:
+    """Spanning-forest edges of the accepted-pairs graph inside every hot bucket: pairs within their k
+    (``policy``, by the shorter document's length) that pass the text check (``verify``, when enabled).
 
-    In: ``fps`` (``id``, ``fingerprint``), ``hot`` (``band``, ``band_key``; small, broadcast).
-    Out: ``id_a`` < ``id_b``, ``distance``; distinct.
+    In: ``fps`` (``id``, ``fingerprint``, ``n_chars``), ``hot`` (``band``, ``band_key``; small, broadcast),
+    ``texts`` (``id``, ``text``; needed when verifying).
+    Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``; distinct.
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
-    members = explode_band_keys(fps, masks=masks).join(
+    members = explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks).join(
         F.broadcast(hot.select(C.TABLE, C.KEY)), on=[C.TABLE, C.KEY], how="inner"
     )
+    members = members.join(fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner")
+    checking = verify.enabled and texts is not None
+    if checking:
+        assert texts is not None
+        members = members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="inner")
+    else:
+        members = members.withColumn(C.TEXT, F.lit(None).cast("string"))
 
     def forest(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
         ids = pdf[C.ID].to_numpy()
-        edges = within_k_forest(pdf[C.FINGERPRINT].to_numpy(dtype=np.int64), max_distance)
+        n_chars = pdf[C.N_CHARS].to_numpy(dtype=np.int64)
+        texts_ = pdf[C.TEXT].tolist()
+        scores: dict[tuple[int, int], float] = {}
+
+        def accept(i: int, j: int, d: int) -> bool:
+            if d > policy.k_for_length(int(min(n_chars[i], n_chars[j]))):
+                return False
+            if not checking or d <= verify.accept_distance:
+                return True
+            score = similarity(texts_[i], texts_[j], verify, norm)
+            scores[(i, j)] = score
+            return score >= verify.min_similarity
+
+        edges = within_k_forest(pdf[C.FINGERPRINT].to_numpy(dtype=np.int64), policy.largest, accept)
+        sims = [scores.get((i, j)) for i, j, _ in edges]
+        # typed columns: an empty result (no pair passed) must still convert to the schema
+        id_dtype = pdf[C.ID].dtype
         return pd.DataFrame(
             {
-                C.ID_A: [ids[i] for i, _, _ in edges],
-                C.ID_B: [ids[j] for _, j, _ in edges],
+                C.ID_A: pd.Series([ids[i] for i, _, _ in edges], dtype=id_dtype),
+                C.ID_B: pd.Series([ids[j] for _, j, _ in edges], dtype=id_dtype),
                 C.DISTANCE: np.array([d for _, _, d in edges], dtype=np.int32),
+                # NaN for "not checked"; null again below
+                C.SIMILARITY: np.array([np.nan if x is None else x for x in sims], dtype=np.float64),
+                C.REASON: pd.Series([FINGERPRINT if x is None else VERIFIED for x in sims], dtype=object),
             }
         )
 
-    schema = f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int"
+    schema = (
+        f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
+    )
     return (
-        members.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT)
+        members.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT)
         .groupBy(C.TABLE, C.KEY)
         .applyInPandas(forest, schema=schema)
+        .select(
+            C.ID_A,
+            C.ID_B,
+            C.DISTANCE,
+            F.when(~F.isnan(C.SIMILARITY), F.col(C.SIMILARITY)).alias(C.SIMILARITY),
+            C.REASON,
+        )
         .distinct()
     )

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
+from simhash_spark.core.verify import IDENTICAL
 
 REP = "rep"
 GROUP_SIZE = "group_size"
@@ -48,10 +49,12 @@ def star_edges(members: DataFrame) -> DataFrame:
 def expand_pairs(rep_pairs: DataFrame, members: DataFrame, *, max_group: int) -> DataFrame:
     """Pairs between documents from pairs between representatives.
 
-    In: ``rep_pairs`` (``id_a``, ``id_b``, ``distance``, between representatives of distinct
-    fingerprints), ``members``. Out: ``id_a`` < ``id_b``, ``distance``: every member pair of groups of at
-    most ``max_group`` documents; a larger group stands in through its representative alone, and its own
-    members appear once each, paired with the representative at distance 0.
+    In: ``rep_pairs`` (``id_a``, ``id_b``, ``distance``, ``similarity``, ``reason``, between
+    representatives of distinct fingerprints), ``members``. Out: ``id_a`` < ``id_b``, ``distance``,
+    ``similarity``, ``reason``: every member pair of groups of at most ``max_group`` documents; a larger
+    group stands in through its representative alone, and its own members appear once each, paired with
+    the representative at distance 0. Member pairs inherit their representatives' similarity and reason;
+    pairs inside a group have reason "identical_fingerprint".
     """
     small = F.col(GROUP_SIZE) <= max_group
     # who stands for a group in cross-group pairs: all members of a small group, the representative of a big one
@@ -65,15 +68,22 @@ def expand_pairs(rep_pairs: DataFrame, members: DataFrame, *, max_group: int) ->
             F.least("ma", "mb").alias(C.ID_A),
             F.greatest("ma", "mb").alias(C.ID_B),
             F.col(C.DISTANCE),
+            F.col(C.SIMILARITY),
+            F.col(C.REASON),
         )
     )
+    same = [
+        F.lit(0).alias(C.DISTANCE),
+        F.lit(None).cast("double").alias(C.SIMILARITY),
+        F.lit(IDENTICAL).alias(C.REASON),
+    ]
     a = members.where(small).select(F.col(REP).alias("r1"), F.col(MEMBER).alias("m1"))
     b = members.where(small).select(F.col(REP).alias("r2"), F.col(MEMBER).alias("m2"))
     within_small = a.join(
         b, on=(F.col("r1") == F.col("r2")) & (F.col("m1") < F.col("m2")), how="inner"
-    ).select(F.col("m1").alias(C.ID_A), F.col("m2").alias(C.ID_B), F.lit(0).alias(C.DISTANCE))
+    ).select(F.col("m1").alias(C.ID_A), F.col("m2").alias(C.ID_B), *same)
     within_big = members.where(~small & (F.col(MEMBER) != F.col(REP))).select(
-        F.least(REP, MEMBER).alias(C.ID_A), F.greatest(REP, MEMBER).alias(C.ID_B), F.lit(0).alias(C.DISTANCE)
+        F.least(REP, MEMBER).alias(C.ID_A), F.greatest(REP, MEMBER).alias(C.ID_B), *same
     )
     return cross.unionByName(within_small).unionByName(within_big)
 

@@ -1,0 +1,180 @@
+"""The job against MinHash baselines on the labelled benchmark, in one run:
+
+- simhash_spark ``dedup()`` with the default configuration (Spark local[2]),
+- datasketch MinHashLSH (threshold 0.8, 128 permutations, character 5-grams), alone and with an exact
+  Jaccard check of its candidates,
+- Spark MLlib MinHashLSH (5 tables, ``approxSimilarityJoin`` at Jaccard distance 0.2: exact distances).
+
+    .venv/bin/python -m bench.quality.compare [--corpora ../shared/corpora] [--out compare.json]
+        [--set section.key=value ...]   # job config overrides, e.g. --set match.max_distance=10
+
+Pair precision / recall / F1 against the exact ground truth (character 5-gram Jaccard >= 0.8), over all
+pairs and over pairs of documents of at least 300 characters; wall time of each method from the same
+Parquet file to its pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.quality.benchmark import build
+from bench.quality.evaluate import DEFAULT_CORPORA, THRESHOLD, prf
+from bench.quality.truth import pair_jaccard, shingle_sets
+
+Pairs = set[tuple[str, str]]
+
+
+def score(found: Pairs, truth: Pairs, long_ids: set[str]) -> dict:
+    def long(ps: Pairs) -> Pairs:
+        return {p for p in ps if p[0] in long_ids and p[1] in long_ids}
+
+    return {
+        "all": prf(len(found & truth), len(found), len(truth)),
+        "docs_300_chars": prf(len(long(found) & long(truth)), len(long(found)), len(long(truth))),
+    }
+
+
+def run_job(spark, path: str, overrides: list[str]) -> tuple[Pairs, float, dict]:
+    from simhash_spark.config import load_config
+    from simhash_spark.io import read_input
+    from simhash_spark.pipeline import dedup
+
+    cfg = load_config(overrides=["output.write_report=false", *overrides])
+    start = time.perf_counter()
+    res = dedup(spark, read_input(spark, path=path), cfg)
+    rows = res.pairs.select("id_a", "id_b").collect()
+    res.documents.count()
+    secs = time.perf_counter() - start
+    stats = {k: res.stats[k] for k in ("bands", "verify", "candidate_pairs_examined", "pairs_accepted")}
+    stats["timings_s"] = res.timings
+    res.unpersist()
+    return {(r[0], r[1]) for r in rows}, secs, stats
+
+
+def run_datasketch(ids: list[str], sets: list[set[str]], truth_sim) -> tuple[Pairs, Pairs, float]:
+    from datasketch import MinHash, MinHashLSH
+
+    start = time.perf_counter()
+    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=128)
+    hashes = []
+    for i, s in enumerate(sets):
+        m = MinHash(num_perm=128)
+        m.update_batch([g.encode("utf-8") for g in s])
+        hashes.append(m)
+        lsh.insert(i, m)
+    found = set()
+    for i, m in enumerate(hashes):
+        for j in lsh.query(m):
+            if j != i:
+                a, b = sorted((ids[i], ids[j]))
+                found.add((a, b))
+    secs = time.perf_counter() - start
+    checked = {p for p in found if truth_sim(p) >= THRESHOLD}
+    return found, checked, secs
+
+
+def run_mllib(spark, path: str) -> tuple[Pairs, float]:
+    import pandas as pd
+    from pyspark.ml.feature import HashingTF, MinHashLSH
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("array<string>")
+    def shingles(texts: pd.Series) -> pd.Series:
+        from simhash_spark.core.normalize import NormalizeOptions, normalize
+        from simhash_spark.core.shingles import char_shingles
+
+        opts = NormalizeOptions()
+        return pd.Series([sorted(char_shingles(normalize(t or "", opts).text, 5)) for t in texts])
+
+    start = time.perf_counter()
+    docs = spark.read.parquet(path).select("id", shingles("text").alias("sh")).where(F.size("sh") > 0)
+    vec = HashingTF(inputCol="sh", outputCol="vec", numFeatures=1 << 22, binary=True).transform(docs)
+    model = MinHashLSH(inputCol="vec", outputCol="hashes", numHashTables=5, seed=7).fit(vec)
+    joined = model.approxSimilarityJoin(vec, vec, 1 - THRESHOLD, distCol="jd")
+    rows = (
+        joined.select(F.col("datasetA.id").alias("a"), F.col("datasetB.id").alias("b"))
+        .where(F.col("a") < F.col("b"))
+        .collect()
+    )
+    return {(r[0], r[1]) for r in rows}, time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpora", default=str(DEFAULT_CORPORA))
+    ap.add_argument("--out", default="")
+    ap.add_argument("--set", action="append", default=[], dest="overrides")
+    ap.add_argument("--skip-mllib", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    docs = build(Path(args.corpora))
+    ids = [d.id for d in docs]
+    sets = shingle_sets([d.text for d in docs])
+    jac = pair_jaccard(sets)
+    sim = {
+        (ids[i], ids[j]) if ids[i] < ids[j] else (ids[j], ids[i]): v
+        for i, j, v in zip(jac.row, jac.col, jac.data, strict=True)
+    }
+    truth = {p for p, v in sim.items() if v >= THRESHOLD}
+    long_ids = {d.id for d in docs if d.length >= 300}
+    report: dict = {"documents": len(docs), "true_pairs": len(truth), "config_overrides": args.overrides}
+
+    tmp = tempfile.mkdtemp(prefix="simhash-quality-")
+    path = f"{tmp}/benchmark.parquet"
+    pq.write_table(pa.table({"id": ids, "text": [d.text for d in docs]}), path)
+
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    run_job(spark, path, args.overrides)  # warm-up: JVM, Python workers, jieba/rjieba loaded
+    found, secs, stats = run_job(spark, path, args.overrides)
+    report["job"] = {
+        "seconds": round(secs, 1),
+        "docs_per_s": round(len(docs) / secs, 1),
+        **score(found, truth, long_ids),
+        "stats": stats,
+    }
+    print("job", json.dumps(report["job"], ensure_ascii=False))
+
+    ds, ds_checked, ds_secs = run_datasketch(ids, sets, lambda p: sim.get(p, 0.0))
+    report["datasketch"] = {
+        "seconds": round(ds_secs, 1),
+        "candidates": score(ds, truth, long_ids),
+        "with_exact_check": score(ds_checked, truth, long_ids),
+    }
+    print("datasketch", json.dumps(report["datasketch"]))
+
+    if not args.skip_mllib:
+        ml, ml_secs = run_mllib(spark, path)
+        report["mllib"] = {
+            "seconds": round(ml_secs, 1),
+            "docs_per_s": round(len(docs) / ml_secs, 1),
+            **score(ml, truth, long_ids),
+        }
+        report["mllib_over_job_time"] = round(ml_secs / secs, 1)
+        print("mllib", json.dumps(report["mllib"]))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The second tier: candidate pairs within k bits are kept only if their texts are similar enough, and
+the threshold policy that decides k per pair (pure Python).
+
+SimHash distance alone cannot separate near-duplicates (character 5-gram Jaccard >= 0.8) from merely
+related texts (0.6-0.8): both sit around 8-12 bits (see docs/quality.md). So the band join collects
+candidates up to a wide k, and this module decides with an exact measure over the two normalized texts:
+
+- ``char_jaccard``: Jaccard of the character n-gram sets (``verify.ngram_size``),
+- ``edit``: 1 - Levenshtein distance / longer length, for short texts (comments, titles),
+- ``none``: every pair within k is a duplicate (the original method).
+
+Pairs within ``accept_distance`` bits are accepted without a check (identical fingerprints always are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.shingles import char_shingles, edit_similarity, jaccard
+
+MEASURES = ("char_jaccard", "edit", "none")
+
+# pairs/ reason values
+IDENTICAL = "identical_fingerprint"
+FINGERPRINT = "fingerprint"  # within accept_distance (or measure = "none"): not checked
+VERIFIED = "verified"  # checked by the measure and passed
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    measure: str = "char_jaccard"
+    min_similarity: float = 0.8
+    ngram_size: int = 5
+    accept_distance: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.measure != "none"
+
+
+def similarity(text_a: str, text_b: str, opts: VerifyOptions, norm: NormalizeOptions) -> float:
+    """The configured measure over the two texts as the job normalizes them."""
+    a, b = normalize(text_a, norm).text, normalize(text_b, norm).text
+    if opts.measure == "edit":
+        return edit_similarity(a, b)
+    return jaccard(char_shingles(a, opts.ngram_size), char_shingles(b, opts.ngram_size))
+
+
+def similarities(
+    texts_a: Sequence[str | None], texts_b: Sequence[str | None], opts: VerifyOptions, norm: NormalizeOptions
+) -> np.ndarray:
+    """Element-wise ``similarity``; a missing text scores 0."""
+    return np.fromiter(
+        (
+            similarity(a, b, opts, norm) if a is not None and b is not None else 0.0
+            for a, b in zip(texts_a, texts_b, strict=True)
+        ),
+        dtype=np.float64,
+        count=len(texts_a),
+    )
+
+
+@dataclass(frozen=True)
+class ThresholdPolicy:
+    """k for a pair: ``max_distance``, or by the length (normalized characters) of the pair's shorter
+    document through ``steps`` — (from_chars, k) sorted by from_chars; a document shorter than the first
+    step uses ``max_distance``. The band join is built for ``largest``."""
+
+    max_distance: int
+    steps: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def largest(self) -> int:
+        return max([self.max_distance, *(k for _, k in self.steps)])
+
+    def k_for_length(self, n_chars: int) -> int:
+        k = self.max_distance
+        for start, step_k in self.steps:
+            if n_chars >= start:
+                k = step_k
+        return k
+
+
+def parse_steps(value: object) -> tuple[tuple[int, int], ...]:
+    """``[[0, 5], [100, 3], [2000, 2]]`` → validated, sorted steps; raises ValueError naming the problem."""
+    if not isinstance(value, list | tuple):
+        raise ValueError("expected a list of [from_chars, k] pairs")
+    steps = []
+    for item in value:
+        if (
+            not isinstance(item, list | tuple)
+            or len(item) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item)
+        ):
+            raise ValueError(f"expected [from_chars, k] with non-negative integers, got {item!r}")
+        steps.append((int(item[0]), int(item[1])))
+    starts = [s for s, _ in steps]
+    if starts != sorted(starts) or len(set(starts)) != len(starts):
+        raise ValueError("from_chars must be strictly increasing")
+    return tuple(steps)

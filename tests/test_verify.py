@@ -1,0 +1,80 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.shingles import char_shingles, compact, edit_similarity, jaccard, shingle_jaccard
+from simhash_spark.core.verify import ThresholdPolicy, VerifyOptions, parse_steps, similarities, similarity
+
+NORM = NormalizeOptions()
+
+
+def test_compact_drops_whitespace_punctuation_and_symbols():
+    assert compact("新闻 联播，今天。\n 2024-05！_x") == "新闻联播今天202405x"
+
+
+def test_char_shingles():
+    assert char_shingles("新闻，联播好", 3) == {"新闻联", "闻联播", "联播好"}
+    assert char_shingles("新闻", 5) == {"新闻"}
+    assert char_shingles(" 。", 5) == set()
+
+
+def brute_jaccard(a: str, b: str, n: int) -> float:
+    sa = {a[i : i + n] for i in range(len(a) - n + 1)} if len(a) > n else ({a} if a else set())
+    sb = {b[i : i + n] for i in range(len(b) - n + 1)} if len(b) > n else ({b} if b else set())
+    union = sa | sb
+    return len(sa & sb) / len(union) if union else 1.0
+
+
+@given(
+    st.text(alphabet="甲乙丙丁戊", max_size=30),
+    st.text(alphabet="甲乙丙丁戊", max_size=30),
+    st.integers(1, 5),
+)
+def test_shingle_jaccard_equals_brute_force(a, b, n):
+    assert shingle_jaccard(a, b, n) == pytest.approx(brute_jaccard(a, b, n))
+
+
+def test_jaccard_bounds():
+    assert jaccard(set(), set()) == 1.0
+    assert jaccard({"a"}, {"b"}) == 0.0
+    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
+
+
+def test_edit_similarity():
+    assert edit_similarity("今天天气很好", "今天天气很好！") == 1.0  # punctuation does not count
+    assert edit_similarity("今天天气很好", "今天天气不好") == pytest.approx(5 / 6)
+    assert edit_similarity("abc", "xyz") == 0.0
+
+
+def test_similarity_normalizes_first():
+    opts = VerifyOptions()
+    a = "<p>国务院总理李强１２日主持召开国务院常务会议，研究部署相关工作。</p>"
+    b = "国务院总理李强12日主持召开国务院常务会议, 研究部署相关工作."
+    assert similarity(a, b, opts, NORM) == 1.0
+    assert similarity(a, "完全不同的另一段文字内容", opts, NORM) == 0.0
+    assert list(similarities([a, None], [b, b], opts, NORM)) == [1.0, 0.0]
+
+
+def test_threshold_policy_by_length_of_shorter_document():
+    p = ThresholdPolicy(12, ((0, 14), (100, 12), (2000, 11)))
+    assert p.largest == 14
+    assert [p.k_for_length(n) for n in (0, 99, 100, 1999, 2000, 10**6)] == [14, 14, 12, 12, 11, 11]
+    q = ThresholdPolicy(5, ((100, 3),))
+    assert q.k_for_length(50) == 5 and q.k_for_length(100) == 3 and q.largest == 5
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("x", "list"),
+        ([[0, 1, 2]], "[from_chars, k]"),
+        ([[0, -1]], "non-negative"),
+        ([[100, 3], [0, 5]], "increasing"),
+        ([[0, 3], [0, 5]], "increasing"),
+        ([[0, True]], "integers"),
+    ],
+)
+def test_parse_steps_rejects(value, problem):
+    with pytest.raises(ValueError, match=problem.replace("[", r"\[").replace("]", r"\]")):
+        parse_steps(value)
