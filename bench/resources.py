@@ -135,7 +135,7 @@ def main() -> None:
         "distinct_fingerprints",
         "identical_fingerprint_groups",
         "largest_identical_group",
-        "candidate_pairs_examined",
+        "candidate_pairs_within_k",
         "pairs_accepted",
         "pairs_complete",
         "clusters",

@@ -22,6 +22,10 @@ REASON = "reason"  # why the pair is a duplicate (simhash_spark.core.verify)
 SIZE = "size"
 MEMBER_IDS = "member_ids"
 
+# internal: the title tier
+TITLE = "title_text"  # the configured title column
+TITLE_FINGERPRINT = "title_fingerprint"
+
 # internal: band join and connected components
 TABLE = "band"
 KEY = "band_key"

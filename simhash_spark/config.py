@@ -34,6 +34,7 @@ class InputConfig:
     id_column: str = "id"
     text_columns: tuple[str, ...] = ("text",)
     passthrough_columns: tuple[str, ...] = ()
+    title_column: str = ""
     allow_empty: bool = False
 
 
@@ -41,6 +42,14 @@ class InputConfig:
 class MatchConfig:
     max_distance: int = 12
     length_steps: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class TitleConfig:
+    rule: str = "and"
+    max_distance: int = 6
+    ngram_size: int = 2
+    min_chars: int = 4
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Config:
     fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
     match: MatchConfig = field(default_factory=MatchConfig)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
+    title: TitleConfig = field(default_factory=TitleConfig)
     bands: BandsConfig = field(default_factory=BandsConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
@@ -90,6 +100,16 @@ class Config:
     @property
     def model(self) -> ModelOptions:
         return ModelOptions(self.normalize, self.tokenizer, self.features, self.fingerprint)
+
+    @property
+    def title_model(self) -> ModelOptions:
+        """Titles: character n-grams of the normalized title, the body's hash."""
+        return ModelOptions(
+            self.normalize,
+            self.tokenizer,
+            FeatureOptions(mode="char_ngram", ngram_size=self.title.ngram_size),
+            dataclasses.replace(self.fingerprint, min_chars=self.title.min_chars),
+        )
 
     @property
     def policy(self) -> ThresholdPolicy:
@@ -171,6 +191,10 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "features.word_ngram_size": _at_least(1),
     "features.shingle_weights": _choice(SHINGLE_WEIGHTS),
     "verify.measure": _choice(MEASURES),
+    "title.rule": _choice(("and", "or")),
+    "title.max_distance": lambda v: None if 0 <= v <= 16 else "must be between 0 and 16",
+    "title.ngram_size": _at_least(1),
+    "title.min_chars": _at_least(1),
     "verify.min_similarity": lambda v: None if 0 < v <= 1 else "must be in (0, 1]",
     "verify.ngram_size": _at_least(1),
     "verify.accept_distance": _at_least(0),

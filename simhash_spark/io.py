@@ -48,7 +48,7 @@ def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
     fields = {f.name: f.dataType for f in raw.schema.fields}
     ic = cfg.input
     available = ", ".join(fields) or "(none)"
-    needed = [ic.id_column, *ic.text_columns, *ic.passthrough_columns]
+    needed = [ic.id_column, *ic.text_columns, *ic.passthrough_columns, *filter(None, [ic.title_column])]
     policy_col = policy_column(cfg.cluster.representative)
     if policy_col:
         needed.append(policy_col)
@@ -60,7 +60,7 @@ def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
             f"{source}: id column {ic.id_column!r} has type {fields[ic.id_column].simpleString()}; "
             "expected string or integer"
         )
-    for col in ic.text_columns:
+    for col in [*ic.text_columns, *filter(None, [ic.title_column])]:
         if not isinstance(fields[col], T.StringType):
             raise InputError(
                 f"{source}: text column {col!r} has type {fields[col].simpleString()}; expected string"
@@ -93,8 +93,8 @@ def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
 def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
     """The job's working frame.
 
-    Out: ``id``, ``text`` (text columns joined with a newline; null when all of them are null), then
-    the pass-through columns and the representative policy's column.
+    Out: ``id``, ``text`` (text columns joined with a newline; null when all of them are null), with a
+    title column ``title_text``, then the pass-through columns and the representative policy's column.
     """
     ic = cfg.input
     texts = [F.col(c) for c in ic.text_columns]
@@ -106,7 +106,13 @@ def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
         dict.fromkeys([*ic.passthrough_columns, *filter(None, [policy_column(cfg.cluster.representative)])])
     )
     extras = [c for c in extras if c not in (C.ID, C.TEXT)]
-    return raw.select(F.col(ic.id_column).alias(C.ID), text.alias(C.TEXT), *[F.col(c) for c in extras])
+    title = [F.col(ic.title_column).alias(C.TITLE)] if ic.title_column else []
+    return raw.select(
+        F.col(ic.id_column).alias(C.ID),
+        text.alias(C.TEXT),
+        *title,
+        *[F.col(c) for c in extras if c != C.TITLE],
+    )
 
 
 # --- output -------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ can be linked too (``bench/scale.py`` does). Runs the actions these stages need.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -13,11 +14,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config
+from simhash_spark.config import Config, MatchConfig
 from simhash_spark.core.bands import parse_scheme
-from simhash_spark.core.verify import VERIFIED
+from simhash_spark.core.verify import TITLE, VERIFIED, VerifyOptions
 from simhash_spark.stages import timed as _timed
-from simhash_spark.transforms.candidates import candidate_pairs
+from simhash_spark.transforms.candidates import candidate_pairs, hamming_distance
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.hot_buckets import SIZE, hot_bucket_forest, large_buckets
@@ -42,6 +43,14 @@ class Linked:
     stats: dict[str, Any]
 
 
+@dataclass
+class _Found:
+    pairs: DataFrame  # id_a < id_b, distance, similarity, reason
+    edges: DataFrame  # src, dst
+    n_pairs: int
+    stats: dict[str, Any]
+
+
 def link(
     keyed: DataFrame,
     cfg: Config,
@@ -49,10 +58,109 @@ def link(
     timings: dict[str, float],
     persisted: list[DataFrame],
     texts: DataFrame | None = None,
+    titles: DataFrame | None = None,
 ) -> Linked:
-    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents and, when
-    ``verify.measure`` is not "none", their ``texts`` (``id``, ``text``). Stages "candidates", "verify"
-    and "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``."""
+    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents; when
+    ``verify.measure`` is not "none", their ``texts`` (``id``, ``text``); with a title column, the title
+    fingerprints ``titles`` (``id``, ``title_fingerprint``, non-null). Stages "candidates", "verify",
+    "titles" and "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``.
+
+    Title rule "and": a pair of documents that both have a title fingerprint must also have titles within
+    ``title.max_distance`` bits. "or": documents whose titles are that close are duplicates too (found by
+    a band join of their own, reason "title")."""
+    rule = cfg.title.rule if titles is not None else None
+    body = _find(
+        keyed,
+        cfg,
+        timings=timings,
+        persisted=persisted,
+        texts=texts,
+        titles=titles if rule == "and" else None,
+    )
+    pairs, edges, n_pairs, stats = body.pairs, body.edges, body.n_pairs, body.stats
+    if rule == "or":
+        assert titles is not None
+        with _timed(timings, "titles"):
+            title_cfg = cfg.replace(
+                match=MatchConfig(max_distance=cfg.title.max_distance),
+                verify=VerifyOptions(measure="none"),
+                bands=dataclasses.replace(cfg.bands, scheme="auto"),
+            )
+            by_title = _find(
+                titles.select(
+                    C.ID, F.col(C.TITLE_FINGERPRINT).alias(C.FINGERPRINT), F.lit(0).alias(C.N_CHARS)
+                ),
+                title_cfg,
+                timings={},
+                persisted=persisted,
+                texts=None,
+                titles=None,
+            )
+            fa = keyed.select(F.col(C.ID).alias("_fa_id"), F.col(C.FINGERPRINT).alias("_fa"))
+            fb = keyed.select(F.col(C.ID).alias("_fb_id"), F.col(C.FINGERPRINT).alias("_fb"))
+            only_title = (
+                by_title.pairs.join(body.pairs.select(C.ID_A, C.ID_B), on=[C.ID_A, C.ID_B], how="left_anti")
+                .join(fa, on=F.col(C.ID_A) == F.col("_fa_id"), how="left")
+                .join(fb, on=F.col(C.ID_B) == F.col("_fb_id"), how="left")
+                .select(
+                    C.ID_A,
+                    C.ID_B,
+                    hamming_distance(F.col("_fa"), F.col("_fb")).cast("int").alias(C.DISTANCE),
+                    F.lit(None).cast("double").alias(C.SIMILARITY),
+                    F.lit(TITLE).alias(C.REASON),
+                )
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            persisted.append(only_title)
+            n_title = only_title.count()
+            pairs = pairs.unionByName(only_title)
+            edges = edges.unionByName(by_title.edges)
+            n_pairs += n_title
+            stats["pairs_complete"] = stats["pairs_complete"] and by_title.stats["pairs_complete"]
+            stats["title"] = {
+                "rule": "or",
+                "max_distance": cfg.title.max_distance,
+                "title_pairs": by_title.n_pairs,
+                "pairs_added_by_title": n_title,
+                "bands": by_title.stats["bands"]["scheme"],
+            }
+    elif rule == "and":
+        stats["title"] = {"rule": "and", "max_distance": cfg.title.max_distance}
+    stats["pairs_accepted"] = n_pairs
+
+    with _timed(timings, "clusters"):
+        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
+    stats["components_iterations"] = comps.iterations
+    return Linked(pairs, comps.assignments, stats)
+
+
+def _title_within(pairs: DataFrame, titles: DataFrame, max_distance: int) -> DataFrame:
+    """Pairs whose titles are within ``max_distance`` bits, or that lack a title on either side."""
+    ta = titles.select(F.col(C.ID).alias("_ta_id"), F.col(C.TITLE_FINGERPRINT).alias("_ta"))
+    tb = titles.select(F.col(C.ID).alias("_tb_id"), F.col(C.TITLE_FINGERPRINT).alias("_tb"))
+    return (
+        pairs.join(ta, on=F.col(C.ID_A) == F.col("_ta_id"), how="left")
+        .join(tb, on=F.col(C.ID_B) == F.col("_tb_id"), how="left")
+        .where(
+            F.col("_ta").isNull()
+            | F.col("_tb").isNull()
+            | (hamming_distance(F.col("_ta"), F.col("_tb")) <= max_distance)
+        )
+        .select(*pairs.columns)
+    )
+
+
+def _find(
+    keyed: DataFrame,
+    cfg: Config,
+    *,
+    timings: dict[str, float],
+    persisted: list[DataFrame],
+    texts: DataFrame | None,
+    titles: DataFrame | None,
+) -> _Found:
+    """Duplicate pairs among ``keyed`` (one fingerprint per document): identical groups, band join or
+    hot-bucket forests, per-pair k, the second tier and (``titles`` given) the title condition."""
     policy = cfg.policy
     k = policy.largest
     if cfg.verify.enabled and texts is None:
@@ -97,25 +205,27 @@ def link(
             reps, scheme=scheme, max_distance=k, skip=hot if n_hot else None
         ).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(candidates)
-        cand = candidates.agg(
-            F.count(F.lit(1)).alias("examined"),
-            F.coalesce(F.sum((F.col(C.DISTANCE) <= k).cast("long")), F.lit(0)).alias("accepted"),
-        ).first()
-        assert cand is not None
+        within_k = candidates.count()
     with _timed(timings, "verify"):
         rep_pairs = verify_pairs(
             within_threshold(candidates, lengths, policy=policy), texts, opts=cfg.verify, norm=cfg.normalize
         )
+        if titles is not None:
+            rep_pairs = _title_within(rep_pairs, titles, cfg.title.max_distance)
         forest_edges = 0
         if n_hot:
+            members_in = reps.join(lengths, on=C.ID, how="inner")
+            if titles is not None:
+                members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
             forest = hot_bucket_forest(
-                reps.join(lengths, on=C.ID, how="inner"),
+                members_in,
                 hot,
                 masks=masks,
                 policy=policy,
                 verify=cfg.verify,
                 norm=cfg.normalize,
                 texts=texts,
+                title_max_distance=cfg.title.max_distance if titles is not None else None,
             ).persist(StorageLevel.MEMORY_AND_DISK)
             persisted.append(forest)
             forest_edges = forest.count()
@@ -126,18 +236,15 @@ def link(
         pairs = expand_pairs(rep_pairs, members, max_group=limit)
         n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
 
-    with _timed(timings, "clusters"):
-        edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
-            star_edges(members)
-        )
-        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
+    edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
+        star_edges(members)
+    )
 
     stats = {
         "distinct_fingerprints": int(grp["distinct"]),
         "identical_fingerprint_groups": int(grp["groups"]),
         "largest_identical_group": int(grp["largest"]),
-        "candidate_pairs_examined": int(cand["examined"]),
-        "representative_pairs_within_k": int(cand["accepted"]),
+        "candidate_pairs_within_k": within_k,
         "representative_pairs_accepted": sum(by_reason.values()),
         "representative_pairs_by_reason": by_reason,
         "pairs_accepted": n_pairs,
@@ -146,7 +253,6 @@ def link(
         "hot_bucket_forest_edges": forest_edges,
         "largest_buckets": largest_buckets,
         "groups_written_as_stars": int(grp["cut"]),
-        "components_iterations": comps.iterations,
         "verify": {
             "measure": cfg.verify.measure,
             "min_similarity": cfg.verify.min_similarity if cfg.verify.enabled else None,
@@ -161,4 +267,4 @@ def link(
             **({"auto": design_report} if design_report else {}),
         },
     }
-    return Linked(pairs, comps.assignments, stats)
+    return _Found(pairs, edges, n_pairs, stats)

@@ -32,7 +32,13 @@ from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import render
 from simhash_spark.stages import timed
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
-from simhash_spark.transforms.fingerprint import add_fingerprints, is_fingerprinted, model_files, valid_text
+from simhash_spark.transforms.fingerprint import (
+    add_fingerprints,
+    add_title_fingerprints,
+    is_fingerprinted,
+    model_files,
+    valid_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +113,10 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
     with timed(timings, "fingerprint"):
         _ship_model_files(spark, cfg)
         extra = tuple(c for c in docs.columns if c not in (C.ID, C.TEXT))
-        fps = add_fingerprints(docs, model=cfg.model, extra=extra).persist(StorageLevel.MEMORY_AND_DISK)
+        fps = add_fingerprints(docs, model=cfg.model, extra=extra)
+        if cfg.input.title_column:
+            fps = add_title_fingerprints(fps, model=cfg.title_model)
+        fps = fps.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(fps)
         status_rows = fps.groupBy(C.STATUS).count().collect()
     status_counts = {s: 0 for s in STATUSES}
@@ -116,8 +125,18 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
 
     keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS)
     texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
+    titles = (
+        fps.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
+        if cfg.input.title_column
+        else None
+    )
     linked = link(
-        keyed, cfg, timings=timings, persisted=persisted, texts=texts if cfg.verify.enabled else None
+        keyed,
+        cfg,
+        timings=timings,
+        persisted=persisted,
+        texts=texts if cfg.verify.enabled else None,
+        titles=titles,
     )
 
     with timed(timings, "assemble"):

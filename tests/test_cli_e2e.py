@@ -174,7 +174,7 @@ def test_duplicate_flags_and_deduplicated_rows(spark, corpus, result):
     assert summary["status"]["null_text"] == 1 and summary["status"]["empty"] == 2
     assert summary["status"]["no_features"] == 1
     assert summary["pairs_accepted"] == read(spark, result, "pairs").count()
-    assert summary["candidate_pairs_examined"] >= summary["representative_pairs_accepted"]
+    assert summary["candidate_pairs_within_k"] >= summary["representative_pairs_accepted"]
     assert summary["pairs_complete"] is True
     assert summary["dedup_rate"] == pytest.approx(len(dup_ids) / table.num_rows, abs=1e-6)
     assert set(summary["timings_s"]) >= {"fingerprint", "candidates", "clusters", "write", "total"}

@@ -111,3 +111,11 @@ def test_parse_override_plain_string_fallback():
         "representative",
         "min:publish_time",
     )
+
+
+def test_original_recipe_config():
+    from simhash_spark.config import DEFAULT_CONFIG_PATH
+
+    cfg = load_config(DEFAULT_CONFIG_PATH.parent / "original.toml")
+    assert (cfg.features.mode, cfg.features.top_k, cfg.fingerprint.hash) == ("tfidf", 50, "md5_64")
+    assert (cfg.match.max_distance, cfg.bands.scheme, cfg.verify.measure) == (3, "4x16", "none")

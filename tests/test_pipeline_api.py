@@ -94,7 +94,7 @@ def test_identical_fingerprints_joined_once_and_expanded(spark, max_group, expec
     assert res.stats["pairs_complete"] is complete
     assert res.stats["identical_fingerprint_groups"] == 2 and res.stats["largest_identical_group"] == 6
     assert res.stats["distinct_fingerprints"] == 3
-    assert res.stats["candidate_pairs_examined"] <= 3  # the join saw 3 fingerprints, not 10 documents
+    assert res.stats["candidate_pairs_within_k"] <= 3  # the join saw 3 fingerprints, not 10 documents
     res.unpersist()
 
 
@@ -140,13 +140,18 @@ def test_default_auto_design_finds_the_exact_designs_pairs(spark):
         r.unpersist()
 
 
-@pytest.mark.parametrize("recipe", ["default", "original"])
+@pytest.mark.parametrize("recipe", ["default", "original", "titles"])
 def test_hot_buckets_resolved_locally_keep_clusters_exact(spark, recipe):
-    """Default: the local forest checks texts (and per-pair k) like the join path does."""
+    """Default: the local forest checks texts (and per-pair k, and titles with rule "and") like the join
+    path does."""
     from simhash_spark.demo.corpus import generate
 
-    base = ORIGINAL if recipe == "original" else ["match.length_steps=[[0, 12], [300, 10]]"]
-    df = spark.createDataFrame(generate(60, seed=8).to_pandas()[["id", "text"]])
+    base = {
+        "original": ORIGINAL,
+        "default": ["match.length_steps=[[0, 12], [300, 10]]"],
+        "titles": ["input.title_column=title", "title.rule=and", "title.max_distance=2"],
+    }[recipe]
+    df = spark.createDataFrame(generate(60, seed=8).to_pandas()[["id", "title", "text"]])
     normal = dedup(spark, df, load_config(overrides=base))
     hot = dedup(spark, df, load_config(overrides=[*base, "bands.hot_bucket_limit=2"]))
     assert hot.stats["hot_buckets"] > 0 and hot.stats["pairs_complete"] is False
@@ -158,3 +163,51 @@ def test_hot_buckets_resolved_locally_keep_clusters_exact(spark, recipe):
     assert {tuple(r) for r in hot.pairs.collect()} <= full
     for r in (normal, hot):
         r.unpersist()
+
+
+LONG = BASE + (
+    "市住建委负责人介绍，改造内容包括加装电梯、更新管线、整治环境和完善社区服务设施，"
+    "资金由市区两级财政和社会资本共同承担，首批项目将于今年六月开工，年底前完成三十个小区的改造任务。"
+)
+TITLED = [
+    ("a", "北京发布城市更新方案", LONG),
+    ("b", "北京发布城市更新方案！", "<p>" + LONG + "</p>"),  # same story, same title
+    ("c", "老旧小区改造三年计划出炉", LONG.replace("四万多户", "四万余户")),  # same story, new title
+    ("x", "北京发布城市更新方案", OTHER),  # another story under the same title
+    ("y", None, LONG.replace("一百二十个", "一百二十多个")),  # no title
+]
+
+
+def test_title_rule_and_needs_close_titles(spark):
+    df = spark.createDataFrame(TITLED, "id string, title string, text string")
+    res = dedup(spark, df, load_config(overrides=["input.title_column=title", "title.rule=and"]))
+    pairs = {(r["id_a"], r["id_b"]): r["reason"] for r in res.pairs.collect()}
+    assert ("a", "b") in pairs  # close titles, same body
+    assert ("a", "c") not in pairs and ("b", "c") not in pairs  # same body, unrelated title
+    assert ("a", "x") not in pairs  # same title, unrelated body
+    assert ("a", "y") in pairs and ("c", "y") in pairs  # no title: the body decides
+    assert res.stats["title"] == {"rule": "and", "max_distance": 6}
+    res.unpersist()
+
+
+def test_title_rule_or_adds_title_pairs(spark):
+    df = spark.createDataFrame(TITLED, "id string, title string, text string")
+    res = dedup(spark, df, load_config(overrides=["input.title_column=title", "title.rule=or"]))
+    pairs = {(r["id_a"], r["id_b"]): r for r in res.pairs.collect()}
+    assert pairs[("a", "x")]["reason"] == "title" and pairs[("a", "x")]["similarity"] is None
+    assert pairs[("a", "x")]["distance"] > 12  # the bodies are far apart
+    assert pairs[("a", "c")]["reason"] in ("verified", "identical_fingerprint")
+    assert pairs[("a", "b")]["reason"] != "title"  # found by the body: listed once, with the body's reason
+    assert len(pairs) == res.stats["pairs_accepted"]
+    assert res.stats["title"]["pairs_added_by_title"] >= 2  # a-x, b-x
+    clusters = {r["id"]: r["cluster_id"] for r in res.documents.collect()}
+    assert len(set(clusters.values())) == 1
+    res.unpersist()
+
+
+def test_title_column_must_be_a_string(spark):
+    from simhash_spark.errors import InputError
+
+    df = spark.createDataFrame([("a", 1, BASE)], "id string, title int, text string")
+    with pytest.raises(InputError, match="'title'"):
+        dedup(spark, df, load_config(overrides=["input.title_column=title"]))

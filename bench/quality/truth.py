@@ -29,6 +29,7 @@ def pair_jaccard(sets: list[set[str]]) -> sp.coo_matrix:
             cols.append(vocab.setdefault(g, len(vocab)))
     x = sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
     inter = sp.triu(x @ x.T, k=1).tocoo()
+    del x
     sizes = np.asarray([len(s) for s in sets], dtype=np.float64)
     union = sizes[inter.row] + sizes[inter.col] - inter.data
     return sp.coo_matrix((inter.data / union, (inter.row, inter.col)), shape=inter.shape)

@@ -38,7 +38,7 @@ def run_demo(
         "input_rows",
         "fingerprinted",
         "status",
-        "candidate_pairs_examined",
+        "candidate_pairs_within_k",
         "pairs_accepted",
         "clusters",
         "duplicates",

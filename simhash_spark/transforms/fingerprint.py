@@ -84,6 +84,19 @@ def valid_text(text: Column) -> Column:
     return F.when(_is_invalid_utf8(text), F.make_valid_utf8(text)).otherwise(text)
 
 
+def add_title_fingerprints(fps: DataFrame, *, model: ModelOptions) -> DataFrame:
+    """In: any columns with ``title_text``. Out: the same columns, ``title_text`` replaced by
+    ``title_fingerprint`` (LONG; null for a missing, too short or featureless title)."""
+    title = F.col(C.TITLE)
+    res = fps.select("*", _fingerprint_udf(model)(valid_text(title)).alias("_tfp"))
+    return res.select(
+        *[F.col(c) for c in fps.columns if c != C.TITLE],
+        F.when(is_fingerprinted(F.col(f"_tfp.{C.STATUS}")), F.col(f"_tfp.{C.FINGERPRINT}")).alias(
+            C.TITLE_FINGERPRINT
+        ),
+    )
+
+
 def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, ...] = ()) -> DataFrame:
     """Fingerprint every document.
 

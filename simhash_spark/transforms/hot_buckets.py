@@ -71,12 +71,14 @@ def hot_bucket_forest(
     verify: VerifyOptions,
     norm: NormalizeOptions,
     texts: DataFrame | None = None,
+    title_max_distance: int | None = None,
 ) -> DataFrame:
     """Spanning-forest edges of the accepted-pairs graph inside every hot bucket: pairs within their k
     (``policy``, by the shorter document's length) that pass the text check (``verify``, when enabled).
 
     In: ``fps`` (``id``, ``fingerprint``, ``n_chars``), ``hot`` (``band``, ``band_key``; small, broadcast),
-    ``texts`` (``id``, ``text``; needed when verifying).
+    ``texts`` (``id``, ``text``; needed when verifying). With ``title_max_distance``, ``fps`` also has
+    ``title_fingerprint`` (nullable) and two titled members must have titles that close (rule "and").
     Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``; distinct.
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
@@ -90,16 +92,30 @@ def hot_bucket_forest(
         members = members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="inner")
     else:
         members = members.withColumn(C.TEXT, F.lit(None).cast("string"))
+    if title_max_distance is not None:
+        members = members.join(fps.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="inner")
+    else:
+        members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
 
     def forest(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
         ids = pdf[C.ID].to_numpy()
         n_chars = pdf[C.N_CHARS].to_numpy(dtype=np.int64)
         texts_ = pdf[C.TEXT].tolist()
+        tfp = pdf[C.TITLE_FINGERPRINT]
+        has_title = tfp.notna().to_numpy()
+        titles_ = tfp.fillna(0).to_numpy(dtype=np.int64).view(np.uint64)
         scores: dict[tuple[int, int], float] = {}
 
         def accept(i: int, j: int, d: int) -> bool:
             if d > policy.k_for_length(int(min(n_chars[i], n_chars[j]))):
+                return False
+            if (
+                title_max_distance is not None
+                and has_title[i]
+                and has_title[j]
+                and int(np.bitwise_count(titles_[i] ^ titles_[j])) > title_max_distance
+            ):
                 return False
             if not checking or d <= verify.accept_distance:
                 return True
@@ -126,7 +142,7 @@ def hot_bucket_forest(
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
     return (
-        members.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT)
+        members.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT)
         .groupBy(C.TABLE, C.KEY)
         .applyInPandas(forest, schema=schema)
         .select(
