@@ -18,7 +18,7 @@ from simhash_spark.config import Config, MatchConfig
 from simhash_spark.core.bands import parse_scheme
 from simhash_spark.core.verify import TITLE, VERIFIED, VerifyOptions
 from simhash_spark.stages import timed as _timed
-from simhash_spark.transforms.candidates import candidate_pairs, hamming_distance
+from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
 from simhash_spark.transforms.hot_buckets import SIZE, hot_bucket_forest, large_buckets
@@ -201,11 +201,13 @@ def _find(
             {"band": r[C.TABLE], "key": f"{r[C.KEY] & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": r[SIZE]}
             for r in sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(10).collect()
         ]
-        candidates = candidate_pairs(
-            reps, scheme=scheme, max_distance=k, skip=hot if n_hot else None
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        keys = partitioned_band_keys(reps, masks=masks, skip=hot if n_hot else None).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        candidates = band_join(keys, masks=masks, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(candidates)
         within_k = candidates.count()
+        keys.unpersist()
     with _timed(timings, "verify"):
         rep_pairs = verify_pairs(
             within_threshold(candidates, lengths, policy=policy), texts, opts=cfg.verify, norm=cfg.normalize

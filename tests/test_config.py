@@ -50,6 +50,8 @@ def test_frozen():
         ),
         ("match.length_steps=[[0, 20]]", "match.length_steps: 20 is above 16"),
         ("bands.scheme=4x16", "match.max_distance: 12 is too large for bands.scheme='4x16'"),
+        ("title.rule=xor", "title.rule: must be one of"),
+        ("title.max_distance=20", "title.max_distance: must be between 0 and 16"),
         ("verify.measure=cosine", "verify.measure: must be one of"),
         ("verify.min_similarity=0", "verify.min_similarity: must be in (0, 1]"),
         ("features.shingle_weights=tf", "features.shingle_weights: must be one of"),

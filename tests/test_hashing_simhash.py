@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simhash_spark.core.hashing import HASHES, hash_function, hash_many, md5_64, murmur3_64, xxh64
@@ -52,13 +52,22 @@ def test_single_feature_fingerprint_is_its_hash():
         max_size=12,
     )
 )
+@example(docs=[[(0, 1.9872173672537876), (0, 34.0), (1, 1.9872173672537876), (1, 34.0)]])
 def test_batch_equals_reference_loop(docs):
     hashes = np.array([h for d in docs for h, _ in d], dtype=np.uint64)
     weights = np.array([w for d in docs for _, w in d], dtype=np.float64)
     out = simhash_batch(hashes, weights, [len(d) for d in docs])
     for i, d in enumerate(docs):
         expected = simhash_reference([h for h, _ in d], [w for _, w in d]) if d else 0
-        assert int(out[i]) == expected
+        # A bit whose votes cancel exactly (e.g. +a +b -a -b) is a tie that float rounding decides
+        # differently for different summation orders; every other bit must match the reference.
+        scale = sum(w for _, w in d)
+        ties = 0
+        for bit in range(64):
+            total = sum(w if (h >> bit) & 1 else -w for h, w in d)
+            if abs(total) <= 1e-9 * scale:
+                ties |= 1 << bit
+        assert (int(out[i]) ^ expected) & ~ties == 0
 
 
 def test_hash_many_matches_scalar():

@@ -3,6 +3,7 @@
 import collections
 
 import numpy as np
+import pytest
 
 from simhash_spark import columns as C
 from simhash_spark.core.bands import parse_scheme
@@ -30,3 +31,44 @@ def test_large_buckets_on_a_sample_have_exact_sizes(spark):
     assert all(exact[key] == size for key, size in got.items())  # counted exactly
     truly_hot = {key for key, n in exact.items() if n > 1000}
     assert truly_hot and truly_hot <= set(got)  # every bucket far above the limit is found
+
+
+@pytest.mark.parametrize("k", [3, 11])
+def test_link_from_parquet_with_hot_buckets_matches_brute_force(spark, tmp_path, k):
+    """The scale benchmark's path: fingerprints read from Parquet, a hot cluster, auto design (LSH at
+    k = 11), no texts. Clusters must be the union-find of every pair within k."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from simhash_spark.config import load_config
+    from simhash_spark.linking import link
+    from tests.test_candidates_spark import brute_force_pairs
+    from tests.test_components_spark import union_find
+
+    rng = np.random.default_rng(k)
+    centre = int(rng.integers(0, 2**63))
+    hot = [centre ^ (1 << int(b)) ^ (1 << int(c)) for b, c in rng.integers(0, 64, size=(300, 2))]
+    fps = np.concatenate([rng.integers(-(2**63), 2**63 - 1, size=1500), np.array(hot)]).astype(np.int64)
+    path = tmp_path / "fps.parquet"
+    pq.write_table(pa.table({"id": np.arange(len(fps), dtype=np.int64), "fingerprint": fps}), path)
+    keyed = spark.read.parquet(str(path)).withColumn("n_chars", F.lit(1000))
+    cfg = load_config(
+        overrides=[
+            f"match.max_distance={k}",
+            "bands.scheme=auto",
+            "verify.measure=none",
+            "bands.hot_bucket_limit=50",
+        ]
+    )
+    persisted: list = []
+    linked = link(keyed, cfg, timings={}, persisted=persisted)
+    assert linked.stats["hot_buckets"] > 0
+    got = {r["node"]: r["component"] for r in linked.assignments.collect()}
+    want = union_find([(a, b) for a, b, _ in brute_force_pairs(list(range(len(fps))), fps, k)])
+    if not linked.stats["bands"]["exact"]:  # LSH: a subset of the components' links, nearly all
+        assert set(got) <= set(want) and len(got) >= 0.97 * len(want)
+    else:
+        assert got == want
+    for df in persisted:
+        df.unpersist()

@@ -211,3 +211,39 @@ def test_title_column_must_be_a_string(spark):
     df = spark.createDataFrame([("a", 1, BASE)], "id string, title int, text string")
     with pytest.raises(InputError, match="'title'"):
         dedup(spark, df, load_config(overrides=["input.title_column=title"]))
+
+
+def test_length_steps_give_each_pair_the_k_of_its_shorter_document(spark):
+    """Brute force: pairs = identical fingerprints, or within k(shorter length) bits and Jaccard >= 0.8."""
+    import numpy as np
+
+    from simhash_spark.core.normalize import normalize
+    from simhash_spark.core.verify import similarity
+    from simhash_spark.demo.corpus import generate
+    from tests.test_candidates_spark import brute_force_pairs
+
+    pdf = generate(120, seed=12).to_pandas()[["id", "text"]]
+    df = spark.createDataFrame(pdf)
+    steps = "match.length_steps=[[0, 4], [150, 9], [400, 13]]"
+    cfg = load_config(overrides=[steps, "bands.scheme=blocks:15"])
+    res = dedup(spark, df, cfg)
+    assert res.stats["bands"]["max_distance"] == 13 and res.stats["bands"]["exact"]
+    docs = res.documents.where("fingerprint is not null").select("id", "fingerprint").collect()
+    text = dict(zip(pdf["id"], pdf["text"], strict=True))
+    n_chars = {i: len(normalize(t, cfg.normalize).text) for i, t in text.items()}
+    ids = [r["id"] for r in docs]
+    fps = np.array([r["fingerprint"] for r in docs], dtype=np.int64)
+    rep: dict[int, str] = {}
+    for i, f in sorted(zip(ids, fps.tolist(), strict=True)):
+        rep.setdefault(f, i)
+    rep_of = {i: rep[f] for i, f in zip(ids, fps.tolist(), strict=True)}
+    expected = set()
+    for a, b, d in brute_force_pairs(ids, fps, 13):
+        ra, rb = rep_of[a], rep_of[b]
+        k = cfg.policy.k_for_length(min(n_chars[ra], n_chars[rb]))
+        if d == 0 or (d <= k and similarity(text[ra], text[rb], cfg.verify, cfg.normalize) >= 0.8):
+            expected.add((a, b, d))
+    got = {(r["id_a"], r["id_b"], r["distance"]) for r in res.pairs.collect()}
+    assert got == expected
+    assert any(d > 4 for _, _, d in got), "steps above the first must admit wider pairs"
+    res.unpersist()

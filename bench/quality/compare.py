@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from bench.quality.benchmark import build
 from bench.quality.evaluate import DEFAULT_CORPORA, THRESHOLD, prf
-from bench.quality.truth import pair_jaccard, shingle_sets
+from bench.quality.truth import pairs_at_least, shingle_sets
 
 Pairs = set[tuple[str, str]]
 
@@ -122,16 +122,13 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    docs = build(Path(args.corpora), news=args.news)
+    docs = build(Path(args.corpora), news=args.news, prose=args.prose, abstracts=args.abstracts)
     ids = [d.id for d in docs]
     sets = shingle_sets([d.text for d in docs])
-    jac = pair_jaccard(sets)
-    keep = jac.data >= THRESHOLD
     truth = {
         (ids[i], ids[j]) if ids[i] < ids[j] else (ids[j], ids[i])
-        for i, j in zip(jac.row[keep], jac.col[keep], strict=True)
+        for i, j, _ in pairs_at_least(sets, THRESHOLD)
     }
-    del jac
     long_ids = {d.id for d in docs if d.length >= 300}
     report: dict = {"documents": len(docs), "true_pairs": len(truth), "config_overrides": args.overrides}
 

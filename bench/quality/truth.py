@@ -33,3 +33,27 @@ def pair_jaccard(sets: list[set[str]]) -> sp.coo_matrix:
     sizes = np.asarray([len(s) for s in sets], dtype=np.float64)
     union = sizes[inter.row] + sizes[inter.col] - inter.data
     return sp.coo_matrix((inter.data / union, (inter.row, inter.col)), shape=inter.shape)
+
+
+def pairs_at_least(sets: list[set[str]], threshold: float, block: int = 2000) -> list[tuple[int, int, float]]:
+    """(i, j, Jaccard) for every pair i < j at or above ``threshold``, exact, computed block by block so
+    memory stays bounded by one block of rows against the whole corpus."""
+    vocab: dict[str, int] = {}
+    rows, cols = [], []
+    for i, s in enumerate(sets):
+        for g in s:
+            rows.append(i)
+            cols.append(vocab.setdefault(g, len(vocab)))
+    x = sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
+    xt = x.T.tocsc()
+    sizes = np.asarray([len(s) for s in sets], dtype=np.float64)
+    out: list[tuple[int, int, float]] = []
+    for start in range(0, len(sets), block):
+        inter = (x[start : start + block] @ xt).tocoo()
+        r = inter.row + start
+        keep = inter.col > r
+        r, c, d = r[keep], inter.col[keep], inter.data[keep]
+        jac = d / (sizes[r] + sizes[c] - d)
+        hit = jac >= threshold
+        out += zip(r[hit].tolist(), c[hit].tolist(), jac[hit].tolist(), strict=True)
+    return out
