@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from bench.quality.benchmark import build
 from bench.quality.evaluate import DEFAULT_CORPORA, THRESHOLD, prf
+from bench.quality.minhash import minhash_pairs
 from bench.quality.truth import pairs_at_least, shingle_sets
 
 Pairs = set[tuple[str, str]]
@@ -61,25 +62,9 @@ def run_job(spark, path: str, overrides: list[str]) -> tuple[Pairs, float, dict]
 
 def run_datasketch(ids: list[str], sets: list[set[str]], truth: Pairs) -> tuple[Pairs, Pairs, float]:
     """Candidates of MinHashLSH, and those passing an exact Jaccard check (the ground truth itself)."""
-    from datasketch import MinHash, MinHashLSH
-
-    start = time.perf_counter()
-    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=128)
-    hashes = []
-    for i, s in enumerate(sets):
-        m = MinHash(num_perm=128)
-        m.update_batch([g.encode("utf-8") for g in s])
-        hashes.append(m)
-        lsh.insert(i, m)
-    found = set()
-    for i, m in enumerate(hashes):
-        for j in lsh.query(m):
-            if j != i:
-                a, b = sorted((ids[i], ids[j]))
-                found.add((a, b))
-    secs = time.perf_counter() - start
-    checked = found & truth
-    return found, checked, secs
+    found_idx, secs = minhash_pairs(sets)
+    found = {(ids[i], ids[j]) if ids[i] < ids[j] else (ids[j], ids[i]) for i, j in found_idx}
+    return found, found & truth, secs
 
 
 def run_mllib(spark, path: str) -> tuple[Pairs, float]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.quality.benchmark import EDITS, Doc, build
+from bench.quality.minhash import minhash_pairs
 from bench.quality.truth import pair_jaccard, shingle_sets
 from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import Fingerprinter, FingerprintOptions, ModelOptions
@@ -214,22 +215,7 @@ def main() -> None:
     print(json.dumps(per_edit))
 
     # MinHash baseline (datasketch), same shingles
-    from datasketch import MinHash, MinHashLSH
-
-    t0 = time.perf_counter()
-    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=128)
-    mhs = []
-    for i, s in enumerate(sets):
-        m = MinHash(num_perm=128)
-        m.update_batch([g.encode("utf-8") for g in s])
-        mhs.append(m)
-        lsh.insert(i, m)
-    found = set()
-    for i, m in enumerate(mhs):
-        for j in lsh.query(m):
-            if j > i:
-                found.add((i, j))
-    secs = time.perf_counter() - t0
+    found, secs = minhash_pairs(sets)
     fi = np.asarray(sorted(found), dtype=np.int64).reshape(-1, 2)
     flat = flat_index(fi[:, 0], fi[:, 1], n)
     pred = np.zeros(len(sim), dtype=bool)

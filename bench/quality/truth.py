@@ -19,15 +19,20 @@ def shingle_sets(texts: list[str], n: int = 5) -> list[set[str]]:
     return [char_shingles(normalize(t, opts).text, n) for t in texts]
 
 
-def pair_jaccard(sets: list[set[str]]) -> sp.coo_matrix:
-    """Upper-triangle (i < j) Jaccard of every pair sharing at least one shingle."""
+def _matrix(sets: list[set[str]]) -> sp.csr_matrix:
+    """Binary document x shingle matrix."""
     vocab: dict[str, int] = {}
     rows, cols = [], []
     for i, s in enumerate(sets):
         for g in s:
             rows.append(i)
             cols.append(vocab.setdefault(g, len(vocab)))
-    x = sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
+    return sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
+
+
+def pair_jaccard(sets: list[set[str]]) -> sp.coo_matrix:
+    """Upper-triangle (i < j) Jaccard of every pair sharing at least one shingle."""
+    x = _matrix(sets)
     inter = sp.triu(x @ x.T, k=1).tocoo()
     del x
     sizes = np.asarray([len(s) for s in sets], dtype=np.float64)
@@ -38,13 +43,7 @@ def pair_jaccard(sets: list[set[str]]) -> sp.coo_matrix:
 def pairs_at_least(sets: list[set[str]], threshold: float, block: int = 2000) -> list[tuple[int, int, float]]:
     """(i, j, Jaccard) for every pair i < j at or above ``threshold``, exact, computed block by block so
     memory stays bounded by one block of rows against the whole corpus."""
-    vocab: dict[str, int] = {}
-    rows, cols = [], []
-    for i, s in enumerate(sets):
-        for g in s:
-            rows.append(i)
-            cols.append(vocab.setdefault(g, len(vocab)))
-    x = sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(len(sets), len(vocab)))
+    x = _matrix(sets)
     xt = x.T.tocsc()
     sizes = np.asarray([len(s) for s in sets], dtype=np.float64)
     out: list[tuple[int, int, float]] = []
