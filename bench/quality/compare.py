@@ -104,6 +104,8 @@ def main() -> None:
     ap.add_argument(
         "--news", type=int, default=1500, help="news stories sampled as bases (scales the benchmark)"
     )
+    ap.add_argument("--prose", type=int, default=300, help="modern prose passages sampled as bases")
+    ap.add_argument("--abstracts", type=int, default=300, help="paper abstracts sampled as bases")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
