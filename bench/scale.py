@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -70,19 +69,16 @@ def main() -> None:
         "--no-examined", action="store_true", help="skip counting the pairs the join examined (an extra pass)"
     )
     args = ap.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from simhash_spark.config import load_config
     from simhash_spark.linking import link
+    from simhash_spark.session import build_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "6g")
-        .config("spark.sql.shuffle.partitions", "16")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    spark = build_session(
+        load_config(),
+        master="local[2]",
+        conf={"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"},
     )
     spark.sparkContext.setLogLevel("ERROR")
     results = []

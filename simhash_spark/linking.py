@@ -196,10 +196,16 @@ def _find(
         )
         persisted.append(sizes)
         hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
-        n_hot = hot.count()
+        # sizes holds only the sampled candidates for hot buckets (a few hundred rows): one collect serves
+        # both the count and the top ten
+        bucket_rows = sorted(
+            ((r[SIZE], r[C.TABLE], r[C.KEY]) for r in sizes.select(C.TABLE, C.KEY, SIZE).collect()),
+            key=lambda t: (-t[0], t[1], t[2]),
+        )
+        n_hot = sum(1 for size, _, _ in bucket_rows if size > cfg.bands.hot_bucket_limit)
         largest_buckets = [
-            {"band": r[C.TABLE], "key": f"{r[C.KEY] & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": r[SIZE]}
-            for r in sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(10).collect()
+            {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
+            for size, band, key in bucket_rows[:10]
         ]
         keys = partitioned_band_keys(reps, masks=masks, skip=hot if n_hot else None).persist(
             StorageLevel.MEMORY_AND_DISK

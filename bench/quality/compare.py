@@ -15,8 +15,6 @@ Parquet file to its pairs.
 
 import argparse
 import json
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -107,7 +105,6 @@ def main() -> None:
     ap.add_argument("--prose", type=int, default=300, help="modern prose passages sampled as bases")
     ap.add_argument("--abstracts", type=int, default=300, help="paper abstracts sampled as bases")
     args = ap.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     docs = build(Path(args.corpora), news=args.news, prose=args.prose, abstracts=args.abstracts)
     ids = [d.id for d in docs]
@@ -123,14 +120,13 @@ def main() -> None:
     path = f"{tmp}/benchmark.parquet"
     pq.write_table(pa.table({"id": ids, "text": [d.text for d in docs]}), path)
 
-    from pyspark.sql import SparkSession
+    from simhash_spark.config import load_config
+    from simhash_spark.session import build_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+    spark = build_session(
+        load_config(),
+        master="local[2]",
+        conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"},
     )
     spark.sparkContext.setLogLevel("ERROR")
     run_job(spark, path, args.overrides)  # warm-up: JVM, Python workers, jieba/rjieba loaded
