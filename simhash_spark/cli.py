@@ -1,6 +1,6 @@
 """Command line: ``python -m simhash_spark dedup|demo ...`` and ``spark-submit jobs/dedup.py ...``.
 
-Exit codes: 0 success, 2 bad input or configuration, 1 any other failure.
+Exit codes: 0 success, 2 bad input or configuration, 3 monitoring alert (incremental runs), 1 any other failure.
 """
 
 from __future__ import annotations
@@ -10,19 +10,22 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 
 log = logging.getLogger("simhash_spark")
 
-EPILOG = """exit codes: 0 success, 2 bad input or configuration, 1 runtime failure.
+EPILOG = """exit codes: 0 success, 2 bad input or configuration, 3 dedup rate outside the monitoring band
+(incremental runs; nothing published), 1 runtime failure.
 Outputs under OUTPUT: documents/ pairs/ clusters/ deduplicated/ summary.json _SUCCESS
 (written to a staging folder and published with one rename when complete)."""
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         metavar="TOML",
@@ -36,6 +39,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override one configuration value, e.g. --set match.max_distance=4 (repeatable)",
     )
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    _add_config(p)
+    _add_spark(p)
+
+
+def _add_spark(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--master",
         help="Spark master for runs outside spark-submit (default: Spark's local[*]); never needed under spark-submit",
@@ -80,6 +91,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--overwrite", action="store_true", help="replace an existing output (folder and tables)")
     d.add_argument(
+        "--index",
+        metavar="PATH",
+        help="incremental run: check the batch against this fingerprint index too (created on first use), "
+        "then add the batch to it; documents/ gets matched_index_id",
+    )
+    d.add_argument(
+        "--run-date",
+        metavar="YYYY-MM-DD",
+        help="with --index: the batch's date (default: today, UTC); rerunning a date replaces its entries",
+    )
+    d.add_argument(
+        "--rebuild-index",
+        action="store_true",
+        help="with --index: if the index was built with another fingerprint model or k, refingerprint its "
+        "stored texts with this run's settings (committed together with the run)",
+    )
+    d.add_argument(
         "--output-table-prefix",
         metavar="PREFIX",
         help="also register the outputs as catalog tables PREFIXdocuments, PREFIXpairs, PREFIXclusters, "
@@ -97,6 +125,50 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--docs", type=int, default=2000, help="number of base documents (default 2000)")
     m.add_argument("--seed", type=int, default=7)
     _add_common(m)
+
+    c = sub.add_parser(
+        "check",
+        help="check texts against a fingerprint index (no Spark)",
+        description="For each text: its fingerprint and the indexed documents it duplicates (within k bits "
+        "and passing [verify], as the job decides). Texts come from the arguments, --file, or standard "
+        "input (one per line). Prints one JSON object per text.",
+    )
+    c.add_argument("--index", required=True, metavar="PATH")
+    c.add_argument("texts", nargs="*", metavar="TEXT")
+    c.add_argument("--file", metavar="FILE", help="texts, one per line ('-' = standard input)")
+    c.add_argument(
+        "--jsonl",
+        action="store_true",
+        help='lines are JSON objects {"id": ..., "text": ...} instead of plain texts',
+    )
+    _add_config(c)
+    c.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    ix = sub.add_parser("index", help="inspect or maintain a fingerprint index")
+    ixs = ix.add_subparsers(dest="index_command", required=True)
+    st = ixs.add_parser("stats", help="entries, snapshots, runs, size and model of an index (no Spark)")
+    st.add_argument("path", metavar="PATH")
+    st.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    co = ixs.add_parser(
+        "compact",
+        help="merge older snapshots into one, optionally dropping old entries",
+        description="Merges the snapshots of all but the most recent run dates into one snapshot "
+        "(committed atomically; the merged folders are removed afterwards).",
+    )
+    co.add_argument("path", metavar="PATH")
+    co.add_argument(
+        "--keep-recent", type=int, default=7, help="run dates left unmerged (rerunnable), default 7"
+    )
+    co.add_argument(
+        "--retention-days",
+        type=int,
+        default=None,
+        help="drop entries whose run date is more than N days before the latest run (default: index.retention_days)",
+    )
+    co.add_argument(
+        "--min-snapshots", type=int, default=2, help="merge only when at least this many (default 2)"
+    )
+    _add_common(co)
     return parser
 
 
@@ -117,6 +189,13 @@ def _run_dedup(args: argparse.Namespace) -> int:
     if args.overwrite:
         overrides.append("output.overwrite=true")
     cfg = load_config(args.config, overrides)
+    run_date = None
+    if args.index:
+        from simhash_spark.incremental import check_run_date
+
+        run_date = check_run_date(args.run_date or datetime.now(UTC).date().isoformat())
+    elif args.run_date or args.rebuild_index:
+        raise ConfigError("--run-date and --rebuild-index need --index")
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
     summ = run(
         spark,
@@ -125,6 +204,9 @@ def _run_dedup(args: argparse.Namespace) -> int:
         input_path=args.input,
         input_table=args.input_table,
         output_table_prefix=args.output_table_prefix,
+        index_path=args.index,
+        run_date=run_date,
+        rebuild_index=args.rebuild_index,
     )
     print(
         json.dumps(
@@ -155,6 +237,72 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def _read_queries(args: argparse.Namespace) -> list[Any]:
+    from simhash_spark.check import Query
+
+    lines: list[str] = []
+    if args.file:
+        if args.file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            try:
+                with open(args.file, encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except OSError as e:
+                raise ConfigError(f"--file {args.file}: {e.strerror}") from None
+    elif not args.texts:
+        lines = sys.stdin.read().splitlines()
+    queries = [Query(None, t) for t in args.texts]
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if args.jsonl:
+            try:
+                obj = json.loads(line)
+                queries.append(Query(obj.get("id"), str(obj["text"])))
+            except (json.JSONDecodeError, KeyError, AttributeError):
+                raise ConfigError(
+                    f'{args.file or "stdin"} line {n}: expected a JSON object with a "text" key'
+                ) from None
+        else:
+            queries.append(Query(None, line))
+    return queries
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from simhash_spark.check import check
+
+    cfg = load_config(args.config, args.overrides)
+    results, read = check(args.index, cfg, _read_queries(args))
+    for r in results:
+        print(json.dumps(r, ensure_ascii=False))
+    log.info("read %s", read)
+    return 0
+
+
+def _run_index(args: argparse.Namespace) -> int:
+    if args.index_command == "stats":
+        from simhash_spark.index_admin import stats
+
+        print(json.dumps(stats(args.path), indent=2, ensure_ascii=False))
+        return 0
+    from simhash_spark.index_admin import compact
+    from simhash_spark.session import build_session
+
+    cfg = load_config(args.config, args.overrides)
+    spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
+    retention = cfg.index.retention_days if args.retention_days is None else args.retention_days
+    report = compact(
+        spark,
+        args.path,
+        keep_recent=args.keep_recent,
+        retention_days=retention,
+        min_snapshots=args.min_snapshots,
+    )
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    return 0
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from simhash_spark.demo.run import run_demo
 
@@ -177,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "dedup":
             return _run_dedup(args)
+        if args.command == "check":
+            return _run_check(args)
+        if args.command == "index":
+            return _run_index(args)
         return _run_demo(args)
     except SimhashSparkError as e:
         print(f"simhash_spark: error: {e}", file=sys.stderr)

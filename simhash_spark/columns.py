@@ -34,5 +34,21 @@ DST = "dst"
 NODE = "node"
 COMPONENT = "component"
 
+# incremental runs: documents/ gets matched_index_id; the index stores these
+MATCHED_INDEX_ID = "matched_index_id"  # the earliest indexed document in the batch document's component
+RUN_DATE = "run_date"
+PART = "part"  # index key partition: band << prefix_bits | key prefix
+BUCKET = "bucket"  # index text partition: top bits of the fingerprint
+
 # Columns the job adds to documents/: pass-through columns must not reuse these names.
-RESERVED = (ID, FINGERPRINT, FINGERPRINT_HEX, STATUS, N_CHARS, CLUSTER_ID, CLUSTER_SIZE, IS_DUPLICATE)
+RESERVED = (
+    ID,
+    FINGERPRINT,
+    FINGERPRINT_HEX,
+    STATUS,
+    N_CHARS,
+    CLUSTER_ID,
+    CLUSTER_SIZE,
+    IS_DUPLICATE,
+    MATCHED_INDEX_ID,
+)

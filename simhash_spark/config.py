@@ -21,6 +21,7 @@ from simhash_spark import columns as C
 from simhash_spark.core.features import MODES, SHINGLE_WEIGHTS, FeatureOptions
 from simhash_spark.core.fingerprint import FingerprintOptions, ModelOptions
 from simhash_spark.core.hashing import HASHES
+from simhash_spark.core.index_model import MonitorOptions
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.tokenize import TokenizerOptions
 from simhash_spark.core.verify import MEASURES, ThresholdPolicy, VerifyOptions, parse_steps
@@ -83,6 +84,17 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class IndexConfig:
+    """The persistent index (``--index``). Layout keys are fixed when the index is created."""
+
+    scheme: str = "auto"
+    expected_entries: int = 10_000_000
+    partitions: int = 256
+    doc_buckets: int = 64
+    retention_days: int = 0
+
+
+@dataclass(frozen=True)
 class Config:
     input: InputConfig = field(default_factory=InputConfig)
     normalize: NormalizeOptions = field(default_factory=NormalizeOptions)
@@ -96,6 +108,8 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    monitor: MonitorOptions = field(default_factory=MonitorOptions)
 
     @property
     def model(self) -> ModelOptions:
@@ -208,6 +222,17 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "spark.arrow_batch_size": _at_least(1),
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),
+    "index.scheme": _scheme,
+    "index.expected_entries": _at_least(1),
+    "index.partitions": _at_least(1),
+    "index.doc_buckets": lambda v: (
+        None if v >= 1 and v & (v - 1) == 0 and v <= 4096 else "must be a power of 2 up to 4096"
+    ),
+    "index.retention_days": _at_least(0),
+    "monitor.max_factor": lambda v: None if v == 0 or v > 1 else "must be 0 (off) or > 1",
+    "monitor.window": _at_least(1),
+    "monitor.min_runs": _at_least(1),
+    "monitor.min_delta": lambda v: None if v >= 0 else "must be >= 0",
 }
 
 

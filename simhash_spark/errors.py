@@ -27,6 +27,18 @@ class OutputError(SimhashSparkError):
     exit_code = 2
 
 
+class FingerprintIndexError(SimhashSparkError):
+    """The fingerprint index cannot be used as asked (model differs, unreadable manifest, id type)."""
+
+    exit_code = 2
+
+
+class MonitorAlert(SimhashSparkError):
+    """The run's dedup rate left the monitoring band: nothing was published or committed."""
+
+    exit_code = 3
+
+
 def essence(e: BaseException) -> str:
     """The line of an exception that says what went wrong: Spark's error-class line (``[FAILED_READ_FILE...]
     ... file:/data/x.parquet ...``) where there is one, the last line of a Python worker's traceback for

@@ -167,6 +167,25 @@ class FileSystem:
         else:
             self._fs.mkdirs(self._p(path))
 
+    def read_text(self, path: str) -> str:
+        if self.local:
+            with open(self._local(path), encoding="utf-8") as fh:
+                return fh.read()
+        stream = self._fs.open(self._p(path))
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def list_names(self, path: str) -> list[str]:
+        """Names in a folder (empty when it does not exist)."""
+        if self.local:
+            p = self._local(path)
+            return sorted(os.listdir(p)) if os.path.isdir(p) else []
+        if not self._fs.exists(self._p(path)):
+            return []
+        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(self._p(path)))
+
     def write_text(self, path: str, text: str) -> None:
         data = text.encode("utf-8")
         if self.local:

@@ -16,6 +16,17 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
+from simhash_spark.incremental import (
+    IndexRun,
+    commit,
+    entries_of_batch,
+    finish,
+    lookup,
+    monitor,
+    open_index,
+    raise_if_alarming,
+    rebuild,
+)
 from simhash_spark.io import (
     FileSystem,
     Publisher,
@@ -39,6 +50,7 @@ from simhash_spark.transforms.fingerprint import (
     model_files,
     valid_text,
 )
+from simhash_spark.transforms.incremental import batch_components, drop_index_pairs, with_index_matches
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +64,7 @@ class DedupResult:
     clusters: DataFrame
     deduplicated: DataFrame
     texts: DataFrame  # id, text (the configured text columns joined), for the report
+    index_entries: DataFrame | None = None  # incremental runs: what the index takes from this batch
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     _persisted: list[DataFrame] = field(default_factory=list, repr=False)
@@ -98,8 +111,11 @@ def _ship_model_files(spark: SparkSession, cfg: Config) -> None:
             log.debug("not shipping %s again: %s", path, e)
 
 
-def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "input") -> DedupResult:
-    """Find near-duplicates in ``raw`` (the input rows, any columns) as configured.
+def dedup(
+    spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "input", index: IndexRun | None = None
+) -> DedupResult:
+    """Find near-duplicates in ``raw`` (the input rows, any columns) as configured; with ``index``, also
+    against the documents of earlier runs it holds (``simhash_spark.incremental``).
 
     Runs the Spark actions the job needs (validation, fingerprinting, candidate counting, connected
     components); the returned DataFrames are ready to be written or inspected.
@@ -118,6 +134,16 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = fps.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(fps)
+    looked = None
+    if index is not None:
+        with timed(timings, "index_lookup"):
+            if index.rebuilt_from is not None:
+                rebuild(spark, cfg, index)
+            looked = lookup(spark, index, fps, cfg, persisted)
+            if looked.fps is not fps:
+                fps = looked.fps.persist(StorageLevel.MEMORY_AND_DISK)
+                persisted.append(fps)
+    with timed(timings, "fingerprint"):
         status_rows = fps.groupBy(C.STATUS).count().collect()
     status_counts = {s: 0 for s in STATUSES}
     status_counts.update({r[C.STATUS]: int(r["count"]) for r in status_rows})
@@ -130,29 +156,73 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         if cfg.input.title_column
         else None
     )
+    linked_keyed, linked_texts, linked_titles = keyed, texts, titles
+    if looked is not None:
+        touched = looked.touched
+        linked_keyed = keyed.unionByName(touched.select(C.ID, C.FINGERPRINT, C.N_CHARS))
+        linked_texts = texts.unionByName(touched.select(C.ID, C.TEXT))
+        if titles is not None:
+            linked_titles = titles.unionByName(
+                touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
+            )
     linked = link(
-        keyed,
+        linked_keyed,
         cfg,
         timings=timings,
         persisted=persisted,
-        texts=texts if cfg.verify.enabled else None,
-        titles=titles,
+        texts=linked_texts if cfg.verify.enabled else None,
+        titles=linked_titles,
     )
+    pairs = linked.pairs
 
     with timed(timings, "assemble"):
-        documents = assign_clusters(
-            fps,
-            linked.assignments,
-            representative=cfg.cluster.representative,
-            extra=cfg.input.passthrough_columns,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        if looked is None:
+            documents = assign_clusters(
+                fps,
+                linked.assignments,
+                representative=cfg.cluster.representative,
+                extra=cfg.input.passthrough_columns,
+            )
+        else:
+            comps = batch_components(
+                linked.assignments, keyed.select(C.ID), looked.touched.select(C.ID, C.RUN_DATE)
+            ).persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(comps)
+            documents = with_index_matches(
+                assign_clusters(
+                    fps,
+                    comps.select(C.NODE, C.COMPONENT),
+                    representative=cfg.cluster.representative,
+                    extra=cfg.input.passthrough_columns,
+                ),
+                comps,
+                extra=cfg.input.passthrough_columns,
+            )
+            pairs = drop_index_pairs(pairs, looked.touched.select(C.ID)).persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(pairs)
+        documents = documents.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(documents)
+        matched = (
+            [F.count(F.col(C.MATCHED_INDEX_ID)).alias("matched")]
+            if looked is not None
+            else [F.lit(0).alias("matched")]
+        )
         agg = documents.agg(
             F.coalesce(F.sum(F.col(C.IS_DUPLICATE).cast("long")), F.lit(0)).alias("duplicates"),
             F.count_distinct(F.when(F.col(C.CLUSTER_SIZE) > 1, F.col(C.CLUSTER_ID))).alias("clusters"),
             F.coalesce(F.max(C.CLUSTER_SIZE), F.lit(0)).alias("largest"),
+            *matched,
         ).first()
         assert agg is not None
+        index_stats: dict[str, Any] = {}
+        if looked is not None:
+            linked.stats["pairs_accepted"] = pairs.count()
+            index_stats = {
+                "index": {
+                    **looked.stats,
+                    "batch_documents_matched": int(agg["matched"]),
+                }
+            }
 
     clusters = cluster_table(documents)
     deduplicated = drop_duplicates(raw, documents, id_column=cfg.input.id_column)
@@ -168,8 +238,15 @@ def dedup(spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "in
         "dedup_rate": round(duplicates / input_rows, 6) if input_rows else 0.0,
         "components_iterations": linked.stats["components_iterations"],
         "bands": linked.stats["bands"],
+        **index_stats,
     }
-    return DedupResult(documents, linked.pairs, clusters, deduplicated, texts, stats, timings, persisted)
+    entries = None
+    if index is not None:
+        title = [F.col(C.TITLE)] if C.TITLE in docs.columns else []
+        entries = entries_of_batch(
+            fps, docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title), index.run_date
+        )
+    return DedupResult(documents, pairs, clusters, deduplicated, texts, entries, stats, timings, persisted)
 
 
 def _versions() -> dict[str, str]:
@@ -201,26 +278,55 @@ def run(
     input_path: str | None = None,
     input_table: str | None = None,
     output_table_prefix: str | None = None,
+    index_path: str | None = None,
+    run_date: str | None = None,
+    rebuild_index: bool = False,
 ) -> dict[str, Any]:
     """Read, dedup, write every output into staging, publish atomically, then (optionally) register the
     published folders as catalog tables ``PREFIX{documents,pairs,clusters,deduplicated}``. Returns the
-    summary."""
+    summary.
+
+    With ``index_path``: the batch is checked against the index too, the dedup rate against the recent
+    runs (``[monitor]``; out of band: ``MonitorAlert`` before anything is published), the batch's
+    snapshot is written before the output is published and the index manifest committed last."""
     source = f"table {input_table}" if input_table else str(input_path)
     publisher = Publisher(FileSystem(spark, output), output, overwrite=cfg.output.overwrite)
     tables = output_tables(cfg, output_table_prefix)
     check_tables(spark, tables, overwrite=cfg.output.overwrite)
+    index = None
+    if index_path:
+        assert run_date is not None
+        index = open_index(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
     publisher.prepare()
     result: DedupResult | None = None
+    manifest = None
     try:
         started = time.perf_counter()
         raw = read_input(spark, path=input_path, table=input_table)
-        result = dedup(spark, raw, cfg, source=source)
+        result = dedup(spark, raw, cfg, source=source, index=index)
         with timed(result.timings, "write"):
             write_parquet(result.documents, publisher.path("documents"))
             write_parquet(result.pairs, publisher.path("pairs"))
             write_parquet(result.clusters, publisher.path("clusters"))
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
+        if index is not None:
+            assert result.index_entries is not None
+            result.stats["monitor"] = monitor(index, result.stats["dedup_rate"], cfg)
+            raise_if_alarming(result.stats["monitor"], index)
+            with timed(result.timings, "index_write"):
+                snap, manifest = commit(
+                    index,
+                    result.index_entries,
+                    id_type=dict(result.documents.dtypes)[C.ID],
+                    summary=result.stats,
+                )
+            result.stats["index"].update(
+                appended=snap.docs_rows,
+                snapshot=snap.id,
+                version_after=manifest.version,
+                entries_after=manifest.entries,
+            )
         if cfg.output.write_report:
             with timed(result.timings, "report"):
                 report = collect_report(result.stats, result.documents, result.pairs, result.texts, cfg)
@@ -230,6 +336,8 @@ def run(
         if cfg.output.write_report:
             publisher.write_text("report.html", render(replace(report, summary=summ)))
         publisher.publish()
+        if index is not None and manifest is not None:
+            finish(index, manifest)
     except BaseException:
         publisher.abort()
         raise

@@ -25,7 +25,9 @@ NO_FEATURES = "no_features"  # text left, but no feature survived (only stop wor
 # Set by the Spark stage, which sees the raw bytes: invalid UTF-8 sequences were replaced by U+FFFD and
 # the document fingerprinted.
 INVALID_UTF8 = "invalid_utf8"
-STATUSES = (OK, TRUNCATED, INVALID_UTF8, NULL_TEXT, EMPTY, TOO_SHORT, NO_FEATURES)
+# Incremental runs: the index already holds this id (from an earlier run date); not linked or appended again.
+ALREADY_INDEXED = "already_indexed"
+STATUSES = (OK, TRUNCATED, INVALID_UTF8, NULL_TEXT, EMPTY, TOO_SHORT, NO_FEATURES, ALREADY_INDEXED)
 FINGERPRINTED = (OK, TRUNCATED, INVALID_UTF8)
 
 

@@ -1,0 +1,92 @@
+"""Rows of the persistent index, and the lookup of a batch against them."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+from simhash_spark.core.index_model import IndexLayout
+from simhash_spark.transforms.candidates import hamming_distance
+
+
+def _signed_bit(pos: int) -> int:
+    return -(1 << 63) if pos == 63 else 1 << pos
+
+
+def _tables(layout: IndexLayout) -> Column:
+    """Per table: its mask and the single-bit masks of its partition prefix, as one array literal."""
+    return F.array(
+        *[
+            F.struct(
+                F.lit(m).cast("bigint").alias("m"),
+                F.array(
+                    *[F.lit(_signed_bit(p)).cast("bigint") for p in pos] or [F.lit(0).cast("bigint")]
+                ).alias("p"),
+            )
+            for m, pos in zip(layout.masks(), layout.prefix_positions(), strict=True)
+        ]
+    )
+
+
+def _prefix(fingerprint: Column, bit_masks: Column, bits: int) -> Column:
+    """The fingerprint's bits under ``bit_masks`` read as an integer (``core.index_model.key_part``)."""
+    if bits == 0:
+        return F.lit(0).cast("bigint")
+    return F.aggregate(
+        bit_masks,
+        F.lit(0).cast("bigint"),
+        lambda acc, bit: F.shiftleft(acc, 1).bitwiseOR(
+            F.when(fingerprint.bitwiseAND(bit) != 0, F.lit(1).cast("bigint")).otherwise(
+                F.lit(0).cast("bigint")
+            )
+        ),
+    )
+
+
+def index_keys(fps: DataFrame, *, layout: IndexLayout) -> DataFrame:
+    """One row per (document, index table).
+
+    In: ``id``, ``fingerprint`` (non-null), ``n_chars``, ``run_date``.
+    Out: ``part``, ``band``, ``band_key``, ``id``, ``fingerprint``, ``n_chars``, ``run_date``.
+    """
+    fp = F.col(C.FINGERPRINT)
+    exploded = fps.select(
+        C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE, F.posexplode(_tables(layout)).alias("_t", "_x")
+    )
+    return exploded.select(
+        (
+            F.shiftleft(F.col("_t").cast("bigint"), layout.prefix_bits)
+            + _prefix(fp, F.col("_x.p"), layout.prefix_bits)
+        )
+        .cast("int")
+        .alias(C.PART),
+        F.col("_t").cast("int").alias(C.TABLE),
+        fp.bitwiseAND(F.col("_x.m")).alias(C.KEY),
+        C.ID,
+        C.FINGERPRINT,
+        C.N_CHARS,
+        C.RUN_DATE,
+    )
+
+
+def doc_bucket(fingerprint: Column, doc_bits: int) -> Column:
+    """``core.index_model.doc_bucket``: the fingerprint's top ``doc_bits`` bits."""
+    if doc_bits == 0:
+        return F.lit(0)
+    return F.shiftrightunsigned(fingerprint, 64 - doc_bits).cast("int")
+
+
+def touched_entries(batch_keys: DataFrame, index_keys: DataFrame, *, max_distance: int) -> DataFrame:
+    """Index entries within ``max_distance`` bits of some batch document on a shared table key: with an
+    exact design, every index entry that can pair with the batch.
+
+    In: ``batch_keys`` and ``index_keys`` as ``index_keys`` makes them.
+    Out: ``id``, ``fingerprint``, ``n_chars``, ``run_date`` (distinct index entries).
+    """
+    b = batch_keys.select(C.TABLE, C.KEY, F.col(C.FINGERPRINT).alias("_bfp"))
+    i = index_keys.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE)
+    joined = i.join(b, on=[C.TABLE, C.KEY], how="inner").where(
+        hamming_distance(F.col(C.FINGERPRINT), F.col("_bfp")) <= max_distance
+    )
+    return joined.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE).dropDuplicates([C.ID])

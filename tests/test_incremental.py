@@ -1,0 +1,413 @@
+"""Incremental runs against a fingerprint index: consistency with a full run, idempotent reruns, atomic
+commits, model checks, monitoring, the online check, stats and compaction."""
+
+import json
+import shutil
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from simhash_spark.cli import main
+from simhash_spark.demo.corpus import generate
+from tests.test_components_spark import union_find
+
+# Exact band designs, so "every pair within k" holds on both sides of the comparisons (auto may pick
+# sampled LSH tables): the default k = 12 for the large consistency test; k = 3 with few tables and
+# partitions elsewhere, which keeps each run short (the logic does not depend on k).
+EXACT_DEFAULT_K = ["--set", "bands.scheme=blocks:14"]
+EXACT = [
+    *["--set", "match.max_distance=3", "--set", "bands.scheme=blocks:5"],
+    *["--set", "index.partitions=16", "--set", "index.doc_buckets=4", "--set", "output.write_report=false"],
+]
+DATES = [f"2026-11-0{d}" for d in range(1, 10)]
+
+
+def split_corpus(table: pa.Table, n_batches: int, folder: Path) -> list[Path]:
+    """Batches by a hash of the id: variants of one article land in different batches."""
+    which = pa.array([zlib.crc32(i.encode()) % n_batches for i in table.column("id").to_pylist()])
+    paths = []
+    for b in range(n_batches):
+        path = folder / f"batch{b}.parquet"
+        pq.write_table(table.filter(pc.equal(which, b)), path)
+        paths.append(path)
+    return paths
+
+
+def incremental(path, out, index, date, *extra, settings=EXACT):
+    return main(
+        [
+            "dedup",
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+            "--index",
+            str(index),
+            "--run-date",
+            date,
+            *settings,
+            *extra,
+        ]
+    )
+
+
+def rows(spark, folder, name):
+    return spark.read.parquet(str(folder / name)).collect()
+
+
+def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: list[str]) -> dict:
+    """Runs the batches incrementally and the union once in full; for every batch j compares with the
+    full run restricted to batches <= j (pairs are a property of the two documents, so the full run's
+    pairs among those batches are a full run over them)."""
+    table = generate(n_docs, seed=11)
+    (tmp / "batches").mkdir()
+    batches = split_corpus(table, n_batches, tmp / "batches")
+    index = tmp / "index"
+    for j, path in enumerate(batches):
+        assert incremental(path, tmp / f"inc{j}", index, DATES[j], settings=settings) == 0
+    full = tmp / "full"
+    assert main(["dedup", "--input", str(tmp / "batches"), "--output", str(full), *settings]) == 0
+    summary = json.loads((full / "summary.json").read_text())
+    assert summary["pairs_complete"] and summary["bands"]["exact"]
+    batch_of = {}
+    for j, path in enumerate(batches):
+        for i in pq.read_table(path, columns=["id"]).column("id").to_pylist():
+            batch_of[i] = j
+    full_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, full, "pairs")}
+    checked = {"flagged": 0, "matched": 0, "pairs": 0}
+    for j in range(n_batches):
+        upto = [(a, b, d) for a, b, d in full_pairs if batch_of[a] <= j and batch_of[b] <= j]
+        comp = union_find([(a, b) for a, b, _ in upto])
+        members: dict[str, list[str]] = {}
+        for node, root in comp.items():
+            members.setdefault(root, []).append(node)
+        docs = rows(spark, tmp / f"inc{j}", "documents")
+        assert {r["id"] for r in docs} == {i for i, b in batch_of.items() if b == j}
+        for r in docs:
+            d = r["id"]
+            group = members.get(comp.get(d), [d])
+            earlier = [m for m in group if m != d and (batch_of[m] < j or (batch_of[m] == j and m < d))]
+            assert r["is_duplicate"] == bool(earlier), d
+            indexed = [m for m in group if batch_of[m] < j]
+            if r["matched_index_id"] is None:
+                assert not indexed, d
+            else:
+                assert r["matched_index_id"] in indexed, d
+                checked["matched"] += 1
+            checked["flagged"] += r["is_duplicate"]
+        inc_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, tmp / f"inc{j}", "pairs")}
+        assert inc_pairs == {(a, b, d) for a, b, d in upto if j in (batch_of[a], batch_of[b])}
+        checked["pairs"] += len(inc_pairs)
+    return checked
+
+
+def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_path):
+    checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=EXACT)
+    assert checked["matched"] > 10 and checked["pairs"] > 20
+
+
+@pytest.mark.slow
+def test_consistency_on_20k_documents_in_five_daily_batches(spark, tmp_path):
+    checked = check_consistency(spark, tmp_path, n_docs=12_000, n_batches=5, settings=EXACT_DEFAULT_K)
+    assert checked["matched"] > 1000
+
+
+# --- one index built from three daily batches, shared by the tests below (each copies it to change it)
+
+
+@pytest.fixture(scope="module")
+def history(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("history")
+    table = generate(120, seed=5)
+    batches = split_corpus(table, 4, tmp)
+    index = tmp / "index"
+    for j in range(3):
+        if j == 2:
+            shutil.copytree(index, tmp / "index_before_day3")
+        assert incremental(batches[j], tmp / f"out{j}", index, DATES[j]) == 0
+    return tmp, batches, index
+
+
+def manifest(index: Path) -> dict:
+    versions = sorted((index / "_manifest").glob("v*.json"))
+    return json.loads(versions[-1].read_text())
+
+
+def test_summary_shows_what_the_lookup_read(history):
+    tmp, _, index = history
+    s = json.loads((tmp / "out2" / "summary.json").read_text())
+    ix = s["index"]
+    m = manifest(index)
+    assert ix["version_before"] == 2 and ix["version_after"] == 3 == m["version"]
+    assert ix["entries_after"] == sum(sn["docs_rows"] for sn in m["snapshots"])
+    assert ix["appended"] == s["fingerprinted"]
+    assert ix["key_rows_read"] <= ix["key_rows_total"]
+    assert ix["batch_documents_matched"] > 0
+    assert s["monitor"]["dedup_rate"] == s["dedup_rate"]
+    docs = rows_of(tmp / "out2" / "documents")
+    assert "matched_index_id" in docs.column_names
+
+
+def rows_of(path: Path) -> pa.Table:
+    return pq.read_table(path)
+
+
+def test_rerun_of_a_date_appends_nothing_twice_and_gives_the_same_outputs(spark, history, tmp_path):
+    tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    before = manifest(idx)
+    out = tmp_path / "again"
+    assert incremental(batches[2], out, idx, DATES[2]) == 0
+    after = manifest(idx)
+    assert after["version"] == before["version"] + 1
+    assert [s["docs_rows"] for s in after["snapshots"]] == [s["docs_rows"] for s in before["snapshots"]]
+    assert len(list((idx / "snapshots").iterdir())) == 3  # the replaced snapshot's folder is gone
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assertDataFrameEqual(
+            spark.read.parquet(str(out / name)), spark.read.parquet(str(tmp / "out2" / name))
+        )
+
+
+def test_a_failed_run_leaves_the_index_as_it_was(history, tmp_path, monkeypatch):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    before = manifest(idx)
+    from simhash_spark.io import Publisher
+
+    def fail(self):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Publisher, "publish", fail)
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 1
+    monkeypatch.undo()
+    assert manifest(idx) == before
+    assert not (tmp_path / "out").exists()
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 0
+    assert manifest(idx)["version"] == before["version"] + 1
+    assert len(list((idx / "snapshots").iterdir())) == 4  # the failed run's folder was tidied away
+
+
+def test_ids_seen_before_are_reported_not_indexed_twice(spark, history, tmp_path):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    again = pq.read_table(batches[0])
+    # a day of nothing but known ids is a rate jump: the monitor would (rightly) stop it
+    assert incremental(batches[0], tmp_path / "out", idx, DATES[5], "--set", "monitor.max_factor=0") == 0
+    docs = {r["id"]: r for r in rows(spark, tmp_path / "out", "documents")}
+    assert len(docs) == again.num_rows
+    assert all(
+        r["status"] == "already_indexed" and r["matched_index_id"] == i and r["is_duplicate"]
+        for i, r in docs.items()
+    )
+    assert manifest(idx)["snapshots"][-1]["docs_rows"] == 0
+
+
+def test_another_model_is_refused_unless_rebuilt(history, tmp_path, capsys):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    before = manifest(idx)
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3], "--set", "features.ngram_size=4") == 2
+    err = capsys.readouterr().err
+    assert "different fingerprint model" in err and "body.features.ngram_size: index 5, this run 4" in err
+    assert manifest(idx) == before
+    assert (
+        incremental(
+            batches[3], tmp_path / "out", idx, DATES[3], "--set", "features.ngram_size=4", "--rebuild-index"
+        )
+        == 0
+    )
+    after = manifest(idx)
+    assert after["model"]["body"]["features"]["ngram_size"] == 4
+    assert after["version"] == before["version"] + 1
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["index"]["rebuilt_from_version"] == before["version"]
+    assert after["snapshots"][0]["docs_rows"] == sum(x["docs_rows"] for x in before["snapshots"])
+    assert [r["run_date"] for r in after["runs"]] == DATES[:4]
+
+
+def test_a_jump_in_the_dedup_rate_fails_the_run_before_publishing(history, tmp_path, capsys):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    before = manifest(idx)
+    # a day of reprints: every text of day one again under new ids
+    day1 = pq.read_table(batches[0])
+    reprints = day1.set_column(0, "id", pa.array([f"r-{i}" for i in day1.column("id").to_pylist()]))
+    path = tmp_path / "reprints.parquet"
+    pq.write_table(reprints, path)
+    code = incremental(
+        path,
+        tmp_path / "out",
+        idx,
+        DATES[3],
+        "--set",
+        "monitor.min_runs=2",
+        "--set",
+        "monitor.max_factor=1.5",
+    )
+    assert code == 3
+    assert "outside the monitoring band" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and manifest(idx) == before
+    assert incremental(path, tmp_path / "out", idx, DATES[3], "--set", "monitor.max_factor=0") == 0
+
+
+def test_check_finds_what_the_job_paired_with_the_index(spark, history, capsys):
+    """The online check of day three's texts against the index as it was before day three: exactly the
+    indexed documents the job paired them with."""
+    tmp, batches, _ = history
+    day3 = pq.read_table(batches[2])
+    texts = tmp / "day3.jsonl"
+    texts.write_text(
+        "".join(
+            json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
+            for i, t in zip(day3.column("id").to_pylist(), day3.column("text").to_pylist(), strict=True)
+        )
+    )
+    capsys.readouterr()
+    assert (
+        main(["check", "--index", str(tmp / "index_before_day3"), "--file", str(texts), "--jsonl", *EXACT])
+        == 0
+    )
+    results = {r["input"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert set(results) == set(day3.column("id").to_pylist())
+    day3_ids = set(results)
+    paired: dict[str, set] = {}
+    for p in rows(spark, tmp / "out2", "pairs"):
+        a, b = p["id_a"], p["id_b"]
+        if (a in day3_ids) != (b in day3_ids):
+            new, old = (a, b) if a in day3_ids else (b, a)
+            paired.setdefault(new, set()).add((old, p["distance"]))
+    for i, r in results.items():
+        assert {(m["id"], m["distance"]) for m in r["matches"]} == paired.get(i, set()), i
+        assert r["duplicate"] == bool(paired.get(i))
+    assert sum(r["duplicate"] for r in results.values()) > 3
+    assert (
+        main(["check", "--index", str(tmp / "index_before_day3"), *EXACT, "完全无关的一句话，没有任何重复。"])
+        == 0
+    )
+    (only,) = map(json.loads, capsys.readouterr().out.splitlines())
+    assert only["duplicate"] is False and len(only["fingerprint"]) == 16
+
+
+def test_stats_and_compaction_with_retention(spark, history, tmp_path, capsys):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    capsys.readouterr()
+    assert main(["index", "stats", str(idx)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    before = manifest(idx)
+    assert stats["entries"] == sum(s["docs_rows"] for s in before["snapshots"]) and stats["snapshots"] == 3
+    assert stats["bytes"] > 0 and stats["last_run"] == DATES[2]
+    assert main(["index", "compact", str(idx), "--keep-recent", "1", *EXACT]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["compacted"] and report["merged_snapshots"] == 2 and report["snapshots_after"] == 2
+    assert report["entries_after"] == stats["entries"]
+    assert len(list((idx / "snapshots").iterdir())) == 2
+    # the compacted index answers as before
+    day4 = pq.read_table(batches[3])
+    out_a, out_b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(index, tmp_path / "plain")
+    assert incremental(batches[3], out_a, tmp_path / "plain", DATES[3]) == 0
+    assert incremental(batches[3], out_b, idx, DATES[3]) == 0
+    assertDataFrameEqual(
+        spark.read.parquet(str(out_a / "documents")), spark.read.parquet(str(out_b / "documents"))
+    )
+    assert day4.num_rows == spark.read.parquet(str(out_b / "documents")).count()
+    # a merged date cannot be rerun; the recent one can
+    assert incremental(batches[0], tmp_path / "c", idx, DATES[0]) == 2
+    assert "compacted into snapshot" in capsys.readouterr().err
+    # retention: entries more than one day before the latest run (day four) go
+    assert (
+        main(
+            [
+                "index",
+                "compact",
+                str(idx),
+                "--keep-recent",
+                "0",
+                "--retention-days",
+                "1",
+                "--min-snapshots",
+                "1",
+            ]
+        )
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    kept = manifest(idx)
+    assert sorted(d for s in kept["snapshots"] for d in s["runs"]) == DATES[2:4]
+    assert report["dropped_entries"] == sum(r["appended"] for r in before["runs"] if r["run_date"] < DATES[2])
+    assert [r["run_date"] for r in kept["runs"]] == DATES[:4]  # monitoring history stays
+
+
+def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_path):
+    """The bar: a batch reads the index partitions its band keys need, not the index."""
+    table = generate(200, seed=21)
+    big, small = table.slice(0, table.num_rows - 3), table.slice(table.num_rows - 3)
+    pq.write_table(big, tmp_path / "big.parquet")
+    pq.write_table(small, tmp_path / "small.parquet")
+    idx = tmp_path / "index"
+    k3 = ["--set", "match.max_distance=3", "--set", "bands.scheme=4x16"]
+    assert (
+        main(
+            [
+                "dedup",
+                "--input",
+                str(tmp_path / "big.parquet"),
+                "--output",
+                str(tmp_path / "o1"),
+                "--index",
+                str(idx),
+                "--run-date",
+                DATES[0],
+                *k3,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "dedup",
+                "--input",
+                str(tmp_path / "small.parquet"),
+                "--output",
+                str(tmp_path / "o2"),
+                "--index",
+                str(idx),
+                "--run-date",
+                DATES[1],
+                *k3,
+            ]
+        )
+        == 0
+    )
+    ix = json.loads((tmp_path / "o2" / "summary.json").read_text())["index"]
+    assert ix["key_partitions_per_snapshot"] == 256 and ix["key_partitions_needed"] <= 12
+    assert ix["key_partition_folders_read"] <= ix["key_partitions_needed"]
+    m = manifest(idx)
+    snap = idx / "snapshots" / m["snapshots"][0]["id"] / "keys"
+    docs = pq.read_table(tmp_path / "o2" / "documents")
+    from simhash_spark.core.index_model import IndexLayout, key_part
+
+    layout = IndexLayout(**m["layout"])
+    parts = {
+        key_part(t, fp, pos, layout.prefix_bits)
+        for fp in docs.column("fingerprint").to_pylist()
+        for t, pos in enumerate(layout.prefix_positions())
+    }
+    assert ix["key_partitions_needed"] == len(parts)
+    expected_rows = sum(
+        pq.read_table(snap / f"part={p}").num_rows for p in parts if (snap / f"part={p}").exists()
+    )
+    assert ix["key_rows_read"] == expected_rows < ix["key_rows_total"] / 10

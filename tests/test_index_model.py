@@ -1,0 +1,155 @@
+"""The index as data: layout, partitions, manifest versions, model signatures, the rate monitor."""
+
+import dataclasses
+import random
+
+import pytest
+
+from simhash_spark.config import load_config
+from simhash_spark.core.index_model import (
+    IndexLayout,
+    Manifest,
+    MonitorOptions,
+    RunRecord,
+    Snapshot,
+    choose_layout,
+    doc_bucket,
+    key_part,
+    model_differences,
+    model_signature,
+    rate_check,
+)
+from simhash_spark.errors import FingerprintIndexError
+from simhash_spark.index_store import ArrowFiles, IndexStore
+
+
+def test_key_part_is_the_band_and_the_keys_top_bits():
+    layout = IndexLayout("4x16", 3, 6, 6)
+    pos = layout.prefix_positions()
+    assert pos[0] == [63, 62, 61, 60, 59, 58] and pos[3] == [15, 14, 13, 12, 11, 10]
+    fp = 0xABCD_0000_0000_FC00
+    assert key_part(0, fp, pos[0], 6) == 0xABCD >> 10
+    assert key_part(3, fp, pos[3], 6) == (3 << 6) | 0x3F
+    assert doc_bucket(fp, 6) == 0xABCD >> 10
+    assert doc_bucket(fp - (1 << 64), 6) == 0xABCD >> 10  # the signed view lands in the same bucket
+
+
+def test_pairs_within_k_share_a_key_partition():
+    """Exact designs: two fingerprints within k bits share a table key, hence that table's partition."""
+    rng = random.Random(3)
+    for scheme, k in (("4x16", 3), ("blocks:5", 3), ("blocks:14", 12)):
+        layout, _ = choose_layout(
+            scheme=scheme, k=k, min_recall=0.99, expected_entries=10**6, partitions=256, doc_buckets=64
+        )
+        masks, pos = layout.masks(), layout.prefix_positions()
+        for _ in range(200):
+            a = rng.getrandbits(64)
+            b = a
+            for bit in rng.sample(range(64), rng.randint(0, k)):
+                b ^= 1 << bit
+            parts_a = {
+                key_part(t, a, pos[t], layout.prefix_bits)
+                for t in range(len(masks))
+                if (a ^ b) & masks[t] == 0
+            }
+            parts_b = {
+                key_part(t, b, pos[t], layout.prefix_bits)
+                for t in range(len(masks))
+                if (a ^ b) & masks[t] == 0
+            }
+            assert parts_a and parts_a == parts_b
+
+
+def test_layout_choice():
+    layout, report = choose_layout(
+        scheme="auto", k=3, min_recall=0.99, expected_entries=10**7, partitions=256, doc_buckets=64
+    )
+    assert layout.band_scheme.exact and layout.n_parts() <= 256 and layout.doc_bits == 6
+    assert next(c["scheme"] for c in report["considered"]) == layout.scheme
+    big, _ = choose_layout(
+        scheme="auto", k=12, min_recall=0.99, expected_entries=10**7, partitions=256, doc_buckets=1
+    )
+    assert not big.band_scheme.exact and big.band_scheme.recall(12) >= 0.99 and big.doc_bits == 0
+    fixed, _ = choose_layout(
+        scheme="4x16", k=3, min_recall=0.99, expected_entries=1, partitions=1024, doc_buckets=64
+    )
+    assert fixed.scheme == "4x16" and fixed.prefix_bits == 8
+
+
+def _manifest() -> Manifest:
+    cfg = load_config()
+    layout, _ = choose_layout(
+        scheme="4x16", k=3, min_recall=0.99, expected_entries=1, partitions=256, doc_buckets=64
+    )
+    return Manifest(version=0, model=model_signature(cfg.model, None), layout=layout, id_type="string")
+
+
+def _record(date: str, snap: str, rate: float = 0.1) -> RunRecord:
+    return RunRecord(date, snap, 10, 9, 1, rate, 0, "t")
+
+
+def test_manifest_roundtrip_and_rerun_replaces_its_snapshot():
+    m = _manifest()
+    m1 = m.with_run(Snapshot("s1", ("2026-11-01",), 40, 10, "t"), _record("2026-11-01", "s1"))
+    m2 = m1.with_run(Snapshot("s2", ("2026-11-02",), 40, 10, "t"), _record("2026-11-02", "s2"))
+    again = m2.with_run(Snapshot("s3", ("2026-11-02",), 44, 11, "t"), _record("2026-11-02", "s3", 0.2))
+    assert [s.id for s in again.snapshots] == ["s1", "s3"] and again.entries == 21 and again.version == 3
+    assert [r.snapshot for r in again.runs] == ["s1", "s3"]
+    assert Manifest.from_json(again.to_json()) == again
+    merged = dataclasses.replace(again, snapshots=(Snapshot("c", ("2026-11-01", "2026-11-02"), 84, 21, "t"),))
+    with pytest.raises(ValueError, match="compacted"):
+        merged.with_run(Snapshot("s4", ("2026-11-02",), 1, 1, "t"), _record("2026-11-02", "s4"))
+
+
+def test_model_differences_name_the_setting_and_ignore_the_backend(tmp_path):
+    cfg = load_config()
+    base = model_signature(cfg.model, None)
+    assert model_differences(base, base) == []
+    other = model_signature(
+        load_config(overrides=["features.ngram_size=4", "tokenizer.backend=jieba"]).model, None
+    )
+    assert model_differences(base, other) == ["body.features.ngram_size: index 5, this run 4"]
+    stop = tmp_path / "stop.txt"
+    stop.write_text("的\n", "utf-8")
+    with_file = model_signature(load_config(overrides=[f"features.stop_words_path={stop}"]).model, None)
+    stop.write_text("了\n", "utf-8")
+    changed = model_signature(load_config(overrides=[f"features.stop_words_path={stop}"]).model, None)
+    assert [d.split(":")[0] for d in model_differences(with_file, changed)] == [
+        "body.features.stop_words_sha256"
+    ]
+
+
+def test_rate_monitor_band():
+    opts = MonitorOptions(max_factor=3.0, window=3, min_runs=2, min_delta=0.01)
+    assert rate_check(0.9, [0.1], opts)["checked"] is False
+    res = rate_check(0.2, [0.5, 0.1, 0.1, 0.1], opts)
+    assert res["ok"] and res["recent_median"] == 0.1 and res["change"] == 2.0
+    assert not rate_check(0.35, [0.1, 0.1, 0.1], opts)["ok"]
+    assert not rate_check(0.0, [0.3, 0.3, 0.3], opts)["ok"]
+    assert rate_check(0.005, [0.0, 0.0, 0.0], opts)["ok"]  # quiet days near zero do not alarm
+    assert rate_check(0.9, [0.1, 0.1, 0.1], dataclasses.replace(opts, max_factor=0))["ok"]
+
+
+def test_store_commits_numbered_versions_and_refuses_a_stale_base(tmp_path):
+    files = ArrowFiles(str(tmp_path / "idx"))
+    store = IndexStore(files, files.root)
+    assert store.manifest() is None
+    m1 = _manifest().with_run(Snapshot("s1", ("2026-11-01",), 4, 1, "t"), _record("2026-11-01", "s1"))
+    store.commit(m1)
+    assert store.manifest() == m1
+    with pytest.raises(FingerprintIndexError, match="changed during the run"):
+        store.commit(m1)
+    m2 = m1.with_run(Snapshot("s2", ("2026-11-02",), 4, 1, "t"), _record("2026-11-02", "s2"))
+    store.commit(m2)
+    assert store.manifest() == m2
+    assert sorted(p.name for p in (tmp_path / "idx" / "_manifest").iterdir()) == [
+        "v00000001.json",
+        "v00000002.json",
+    ]
+
+
+def test_a_folder_that_is_not_an_index_is_refused(tmp_path):
+    (tmp_path / "data.parquet").write_bytes(b"x")
+    files = ArrowFiles(str(tmp_path))
+    with pytest.raises(FingerprintIndexError, match="other files"):
+        IndexStore(files, files.root).manifest()
