@@ -134,17 +134,17 @@ def dedup(
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = fps.persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(fps)
+        status_rows = fps.groupBy(C.STATUS).count().collect()
     looked = None
     if index is not None:
         with timed(timings, "index_lookup"):
             if index.rebuilt_from is not None:
                 rebuild(spark, cfg, index)
             looked = lookup(spark, index, fps, cfg, persisted)
-            if looked.fps is not fps:
+            if looked.fps is not fps:  # ids the index holds already: their status changed
                 fps = looked.fps.persist(StorageLevel.MEMORY_AND_DISK)
                 persisted.append(fps)
-    with timed(timings, "fingerprint"):
-        status_rows = fps.groupBy(C.STATUS).count().collect()
+                status_rows = fps.groupBy(C.STATUS).count().collect()
     status_counts = {s: 0 for s in STATUSES}
     status_counts.update({r[C.STATUS]: int(r["count"]) for r in status_rows})
     input_rows = sum(status_counts.values())
