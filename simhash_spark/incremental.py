@@ -207,6 +207,7 @@ def lookup(
     ikeys = _read(spark, key_dirs, [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
     empty = spark.createDataFrame([], _entry_schema(fps))
     key_rows_read = 0
+    n_doc_dirs = 0
     if ikeys is None:
         touched = empty
     else:
@@ -223,7 +224,11 @@ def lookup(
             .distinct()
             .collect()
         }
-        docs = read_entries(spark, run, buckets)
+        doc_dirs = run.store.partition_dirs(run.snapshots, "docs", buckets) if buckets else []
+        n_doc_dirs = len(doc_dirs)
+        docs = _read(spark, doc_dirs, list(ENTRY_COLUMNS))
+        if docs is not None:
+            docs = docs.where(F.col(C.RUN_DATE) != run.run_date)
         touched = (
             docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
             if docs is not None and buckets
@@ -245,6 +250,9 @@ def lookup(
         "key_partitions_per_snapshot": layout.n_parts(),
         "key_partitions_needed": len(parts),
         "key_partition_folders_read": len(key_dirs),
+        # ids are checked against every entry (one column): a re-sent id must not be indexed twice
+        "id_rows_scanned": sum(s.docs_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
+        "doc_bucket_folders_read": n_doc_dirs,
         "touched_entries": n_touched,
         "already_indexed": n_known,
         "tables": layout.scheme,

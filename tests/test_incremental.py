@@ -147,6 +147,7 @@ def test_summary_shows_what_the_lookup_read(history):
     assert ix["entries_after"] == sum(sn["docs_rows"] for sn in m["snapshots"])
     assert ix["appended"] == s["fingerprinted"]
     assert ix["key_rows_read"] <= ix["key_rows_total"]
+    assert ix["id_rows_scanned"] == ix["entries_before"] and ix["doc_bucket_folders_read"] > 0
     assert ix["batch_documents_matched"] > 0
     assert s["monitor"]["dedup_rate"] == s["dedup_rate"]
     docs = rows_of(tmp / "out2" / "documents")
@@ -234,6 +235,7 @@ def test_another_model_is_refused_unless_rebuilt(history, tmp_path, capsys):
     assert [r["run_date"] for r in after["runs"]] == DATES[:4]
 
 
+@pytest.mark.slow
 def test_a_jump_in_the_dedup_rate_fails_the_run_before_publishing(history, tmp_path, capsys):
     _tmp, batches, index = history
     idx = tmp_path / "index"
@@ -298,6 +300,7 @@ def test_check_finds_what_the_job_paired_with_the_index(spark, history, capsys):
     assert only["duplicate"] is False and len(only["fingerprint"]) == 16
 
 
+@pytest.mark.slow
 def test_stats_and_compaction_with_retention(spark, history, tmp_path, capsys):
     _tmp, batches, index = history
     idx = tmp_path / "index"
