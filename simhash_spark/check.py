@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
@@ -70,8 +71,10 @@ def check(
     snapshots = [s.id for s in manifest.snapshots]
     dirs = store.partition_dirs(snapshots, "keys", set(wanted))
     cols = [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE]
-    keys = sorted({key for items in wanted.values() for _, _, key in items})
-    rows = _table(files, dirs, cols, pc.field(C.KEY).isin(keys) if keys else None).to_pylist()
+    rows: list[dict[str, Any]] = []
+    for d in dirs:
+        part = int(d.rsplit("=", 1)[1])
+        rows += _lookup_keys(files, d, cols, {key for _, _, key in wanted[part]})
     by_key: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_key[(r[C.TABLE], r[C.KEY])].append(r)
@@ -128,6 +131,32 @@ def check(
         "key_rows_read_after_filter": len(rows),
     }
     return results, read
+
+
+def _lookup_keys(files: ArrowFiles, folder: str, columns: list[str], keys: set[int]) -> list[dict[str, Any]]:
+    """Rows of one key partition whose ``band_key`` is in ``keys``, reading only the row groups whose key
+    range (files are sorted by key, row groups small) can hold one of them."""
+    out: list[dict[str, Any]] = []
+    lo, hi = min(keys), max(keys)
+    for name in files.list_names(folder):
+        if not name.endswith(".parquet"):
+            continue
+        with files.fs.open_input_file(f"{folder}/{name}") as fh:
+            pf = pq.ParquetFile(fh)
+            md = pf.metadata
+            col = md.schema.names.index(C.KEY)
+            groups = []
+            for i in range(md.num_row_groups):
+                stats = md.row_group(i).column(col).statistics
+                if stats is None or not stats.has_min_max:
+                    groups.append(i)
+                elif stats.min <= hi and stats.max >= lo and any(stats.min <= k <= stats.max for k in keys):
+                    groups.append(i)
+            if not groups:
+                continue
+            table = pf.read_row_groups(groups, columns=columns)
+        out += table.filter(pc.is_in(table[C.KEY], pa.array(sorted(keys), pa.int64()))).to_pylist()
+    return out
 
 
 def _texts(

@@ -50,6 +50,7 @@ from simhash_spark.transforms.index_rows import doc_bucket, index_keys, touched_
 log = logging.getLogger(__name__)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+KEY_ROW_GROUP_BYTES = 256 * 1024
 ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
@@ -303,6 +304,9 @@ def write_snapshot(
                 keys.repartition(C.PART)
                 .sortWithinPartitions(C.PART, C.TABLE, C.KEY)
                 .write.mode("error")
+                # small row groups over key-sorted files: a lookup of a few keys (``check``) reads the
+                # row groups whose key range holds them, not the whole partition
+                .option("parquet.block.size", KEY_ROW_GROUP_BYTES)
                 .partitionBy(C.PART)
                 .parquet(base + "/keys")
             )
