@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
+from simhash_spark.core.index_model import Manifest
 from simhash_spark.errors import FingerprintIndexError
 from simhash_spark.incremental import ENTRY_COLUMNS, open_store, write_snapshot
 from simhash_spark.index_store import ArrowFiles, IndexStore, describe
@@ -73,7 +74,7 @@ def compact(
         merged = write_snapshot(store, manifest.layout, entries, snap_id, runs)
     else:
         merged = write_snapshot(
-            store, manifest.layout, spark.createDataFrame([], _schema(spark, store, manifest)), snap_id, runs
+            store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
         )
     merged_ids = {s.id for s in merge}
     new = dataclasses.replace(
@@ -104,7 +105,7 @@ def compact(
     }
 
 
-def _schema(spark: SparkSession, store: IndexStore, manifest: Any) -> str:
+def _schema(manifest: Manifest) -> str:
     return (
         f"{C.ID} {manifest.id_type or 'string'}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, "
         f"{C.TITLE_FINGERPRINT} bigint, {C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
