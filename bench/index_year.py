@@ -130,6 +130,7 @@ def main() -> None:
     reprints = generate(3000, seed=99).to_pandas()
     reprints = reprints[reprints["variant"] != "base"].head(args.batch // 4)
     fresh = generate(args.batch, seed=2026).to_pandas().head(args.batch - len(reprints))
+    fresh["id"] = "d366-" + fresh["id"]  # new ids: the index holds the generator's n0000... ids already
     day = pd.concat([fresh, reprints.assign(id="r-" + reprints["id"])], ignore_index=True)
     set_args = [a for o in args.overrides for a in ("--set", o)]
     for name, frame in (("batch", day), ("small_batch", day.head(20))):

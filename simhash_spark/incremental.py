@@ -244,7 +244,7 @@ def lookup(
         "created": run.created,
         "rebuilt_from_version": run.rebuilt_from,
         "version_before": run.version_before,
-        "entries_before": run.base.entries,
+        "entries_before": sum(s.docs_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
         "snapshots_read": len(run.snapshots),
         "key_rows_total": sum(s.keys_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
         "key_rows_read": key_rows_read,
