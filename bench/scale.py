@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -61,7 +62,7 @@ def examined_pairs(keyed, stats, limit: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000000,2000000,4000000")
-    ap.add_argument("--schemes", default="4x16,auto")
+    ap.add_argument("--schemes", default="4x16,auto", help='comma-separated, e.g. "auto,lsh:150,16"')
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--hot", type=int, default=200_000)
     ap.add_argument("--workdir", default="/tmp/simhash-scale")
@@ -93,7 +94,8 @@ def main() -> None:
             pq.write_table(pa.table({"id": np.arange(len(fps), dtype=np.int64), "fingerprint": fps}), path)
         # linking alone: no texts, so no second tier; a constant length keeps one k for every pair
         keyed = spark.read.parquet(path).withColumn("n_chars", F.lit(1000))
-        for scheme in args.schemes.split(","):
+        # "lsh:L,r" holds a comma itself
+        for scheme in re.findall(r"lsh:\d+,\d+|[^,]+", args.schemes):
             cfg = load_config(
                 overrides=[f"bands.scheme={scheme}", f"match.max_distance={args.k}", "verify.measure=none"]
             )

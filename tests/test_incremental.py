@@ -79,7 +79,7 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
         for i in pq.read_table(path, columns=["id"]).column("id").to_pylist():
             batch_of[i] = j
     full_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, full, "pairs")}
-    checked = {"flagged": 0, "matched": 0, "pairs": 0}
+    checked = {"documents": table.num_rows, "flagged": 0, "matched": 0, "pairs": 0}
     for j in range(n_batches):
         upto = [(a, b, d) for a, b, d in full_pairs if batch_of[a] <= j and batch_of[b] <= j]
         comp = union_find([(a, b) for a, b, _ in upto])
@@ -103,6 +103,7 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
         inc_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, tmp / f"inc{j}", "pairs")}
         assert inc_pairs == {(a, b, d) for a, b, d in upto if j in (batch_of[a], batch_of[b])}
         checked["pairs"] += len(inc_pairs)
+    print("consistency checked:", checked)
     return checked
 
 
@@ -113,7 +114,8 @@ def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_
 
 @pytest.mark.slow
 def test_consistency_on_20k_documents_in_five_daily_batches(spark, tmp_path):
-    checked = check_consistency(spark, tmp_path, n_docs=12_000, n_batches=5, settings=EXACT_DEFAULT_K)
+    checked = check_consistency(spark, tmp_path, n_docs=12_500, n_batches=5, settings=EXACT_DEFAULT_K)
+    assert checked["documents"] >= 20_000
     assert checked["matched"] > 1000
 
 
