@@ -22,24 +22,15 @@ import time
 from pathlib import Path
 
 
-def build(workdir: Path, cfg, entries: int) -> dict:
+def real_entries(cfg, run_date: str):
+    """The base articles of the generated corpus (seed 99), fingerprinted for real, as index entries
+    (``ENTRY_COLUMNS``, pandas): what the benchmarks' queries are near-duplicates of."""
     import pandas as pd
-    from pyspark.sql import functions as F
 
     from simhash_spark import columns as C
     from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter
-    from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
     from simhash_spark.demo.corpus import generate
-    from simhash_spark.incremental import ENTRY_COLUMNS, new_layout, open_store, write_snapshot
-    from simhash_spark.index_store import now
-    from simhash_spark.session import build_session
 
-    spark = build_session(cfg, conf={"spark.driver.memory": "8g"})
-    index = str(workdir / "index")
-    store = open_store(spark, index)
-    if store.manifest() is not None:
-        return {"built": False}
-    started = time.perf_counter()
     corpus = generate(3000, seed=99).to_pandas()
     base = corpus[corpus["variant"] == "base"]
     batch = Fingerprinter(cfg.model).batch(base["text"].tolist())
@@ -52,9 +43,28 @@ def build(workdir: Path, cfg, entries: int) -> dict:
             C.TITLE_FINGERPRINT: [None] * sum(keep),
             C.TEXT: base["text"][keep].tolist(),
             C.TITLE: [None] * sum(keep),
-            C.RUN_DATE: ["2026-01-01"] * sum(keep),
+            C.RUN_DATE: [run_date] * sum(keep),
         }
     )
+    return real
+
+
+def build(workdir: Path, cfg, entries: int) -> dict:
+    from pyspark.sql import functions as F
+
+    from simhash_spark import columns as C
+    from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
+    from simhash_spark.incremental import ENTRY_COLUMNS, new_layout, open_store, write_snapshot
+    from simhash_spark.index_store import now
+    from simhash_spark.session import build_session
+
+    spark = build_session(cfg, conf={"spark.driver.memory": "8g"})
+    index = str(workdir / "index")
+    store = open_store(spark, index)
+    if store.manifest() is not None:
+        return {"built": False}
+    started = time.perf_counter()
+    real = real_entries(cfg, "2026-01-01")
     synthetic = spark.range(entries).select(
         F.format_string("s%09d", F.col("id")).alias(C.ID),
         F.xxhash64(F.col("id")).alias(C.FINGERPRINT),

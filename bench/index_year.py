@@ -22,13 +22,11 @@ from pathlib import Path
 
 
 def build(workdir: Path, cfg, per_day: int) -> dict:
-    import pandas as pd
+    from index_check import real_entries  # bench/ runs as a script folder
     from pyspark.sql import functions as F
 
     from simhash_spark import columns as C
-    from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter
     from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
-    from simhash_spark.demo.corpus import generate
     from simhash_spark.incremental import ENTRY_COLUMNS, new_layout, open_store, write_snapshot
     from simhash_spark.index_store import now
     from simhash_spark.session import build_session
@@ -39,21 +37,7 @@ def build(workdir: Path, cfg, per_day: int) -> dict:
         return {"built": False}
     started = time.perf_counter()
     days = [(date(2025, 12, 1) + timedelta(days=d)).isoformat() for d in range(365)]
-    corpus = generate(3000, seed=99).to_pandas()
-    base = corpus[corpus["variant"] == "base"]
-    batch = Fingerprinter(cfg.model).batch(base["text"].tolist())
-    keep = [s in FINGERPRINTED for s in batch.status]
-    real = pd.DataFrame(
-        {
-            C.ID: base["id"][keep].tolist(),
-            C.FINGERPRINT: batch.fingerprint[keep].tolist(),
-            C.N_CHARS: batch.n_chars[keep].astype("int32").tolist(),
-            C.TITLE_FINGERPRINT: [None] * sum(keep),
-            C.TEXT: base["text"][keep].tolist(),
-            C.TITLE: [None] * sum(keep),
-            C.RUN_DATE: [days[0]] * sum(keep),
-        }
-    )
+    real = real_entries(cfg, days[0])
     day_of = F.element_at(F.array(*[F.lit(d) for d in days]), (F.col("id") % 365 + 1).cast("int"))
     synthetic = spark.range(per_day * 365).select(
         F.format_string("y%09d", F.col("id")).alias(C.ID),
