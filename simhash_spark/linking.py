@@ -207,13 +207,10 @@ def _find(
             {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
             for size, band, key in bucket_rows[:10]
         ]
-        keys = partitioned_band_keys(reps, masks=masks, skip=hot if n_hot else None).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        keys = partitioned_band_keys(reps, masks=masks, skip=hot if n_hot else None)
         candidates = band_join(keys, masks=masks, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
         persisted.append(candidates)
         within_k = candidates.count()
-        keys.unpersist()
     with _timed(timings, "verify"):
         rep_pairs = verify_pairs(
             within_threshold(candidates, lengths, policy=policy), texts, opts=cfg.verify, norm=cfg.normalize

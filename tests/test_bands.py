@@ -83,6 +83,15 @@ def test_cheapest_lsh_meets_recall_and_exact_candidates():
     assert all(d.guarantees(11) for d in exact_candidates(11))
 
 
+def test_cheap_pairs_buy_fewer_tables_within_the_bucket_bound():
+    from simhash_spark.core.bands import cheapest_lsh
+
+    dear = cheapest_lsh(11, 0.99, 10**6)
+    cheap = cheapest_lsh(11, 0.99, 10**6, pair_cost=0.005, max_bucket=250)
+    assert cheap.blocks < dear.blocks and cheap.sampled_bits < dear.sampled_bits
+    assert 10**6 * 2.0**-cheap.sampled_bits <= 250 and cheap.recall(11) >= 0.99
+
+
 def test_auto_spec():
     s = parse_scheme("auto")
     assert s.auto and s.accepts(12) and not s.accepts(17)

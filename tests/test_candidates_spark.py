@@ -45,15 +45,19 @@ def brute_force_pairs(ids: list, fps: np.ndarray, k: int) -> set:
         [("4x16", 3), ("4x16", 2), ("4x16", 0), ("blocks:5", 3), ("blocks:6", 4), ("blocks:8", 6)]
     ),
     string_ids=st.booleans(),
+    min_rows=st.sampled_from([1, 1 << 16]),
 )
-def test_band_join_equals_brute_force(spark, seed, design, string_ids):
+def test_band_join_equals_brute_force(spark, seed, design, string_ids, min_rows):
+    """min_rows=1 compares every Arrow batch as it arrives: buckets spanning batches are held back."""
     scheme_spec, k = design
     fps = planted_fingerprints(seed, n_random=1500, n_centres=300, k=k)
     # duplicate fingerprints too: identical values must pair with each other
     fps = np.concatenate([fps, fps[:50]])
     ids = [f"d{i:05d}" for i in range(len(fps))] if string_ids else list(range(len(fps)))
     df = spark.createDataFrame(list(zip(ids, fps.tolist(), strict=True)), [C.ID, C.FINGERPRINT])
-    got_rows = candidate_pairs(df, scheme=parse_scheme(scheme_spec), max_distance=k).collect()
+    got_rows = candidate_pairs(
+        df.repartition(3), scheme=parse_scheme(scheme_spec), max_distance=k, min_rows=min_rows
+    ).collect()
     examined = [(r[C.ID_A], r[C.ID_B], r[C.DISTANCE]) for r in got_rows]
     assert len(examined) == len(set(examined)), "a pair was examined twice"
     got = {p for p in examined if p[2] <= k}

@@ -115,14 +115,25 @@ def lsh_recall(d: int, tables: int, bits: int) -> float:
     return 1.0 - (1.0 - p) ** tables
 
 
-def cheapest_lsh(k: int, min_recall: float, n: int, max_tables: int = 400) -> BandScheme:
+def cheapest_lsh(
+    k: int,
+    min_recall: float,
+    n: int,
+    max_tables: int = 400,
+    *,
+    pair_cost: float = 1.0,
+    max_bucket: float | None = None,
+) -> BandScheme:
     """The LSH design meeting ``min_recall`` at distance k with the least expected work for n uniformly
-    spread fingerprints: n·L exploded rows plus L · n²/2 · 2^-r random collisions."""
+    spread fingerprints: n·L exploded rows plus ``pair_cost`` · L · n²/2 · 2^-r random collisions (a
+    collision costs ``pair_cost`` rows). ``max_bucket``: largest expected bucket (n · 2^-r) allowed."""
     best: tuple[float, int, int] | None = None
     for r in range(4, 41):
         p = math.comb(BITS - k, r) / math.comb(BITS, r) if k <= BITS - r else 0.0
         if p <= 0:
             break
+        if max_bucket is not None and n * 2.0**-r > max_bucket:
+            continue
         if p >= 1:
             tables = 1
         else:
@@ -131,7 +142,7 @@ def cheapest_lsh(k: int, min_recall: float, n: int, max_tables: int = 400) -> Ba
             )
         if tables > max_tables:
             continue
-        work = n * tables + tables * (n * n / 2) * 2.0**-r
+        work = n * tables + pair_cost * tables * (n * n / 2) * 2.0**-r
         if best is None or work < best[0]:
             best = (work, tables, r)
     if best is None:

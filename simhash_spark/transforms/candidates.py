@@ -1,12 +1,20 @@
-"""The band join: candidate pairs whose fingerprints agree on a table key, then the Hamming filter."""
+"""The band join: candidate pairs whose fingerprints agree on a table key, within k bits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.core.bands import BandScheme
+from simhash_spark.core.bucket_pairs import bucket_pairs
+
+_MIN_ROWS = 1 << 16  # rows gathered before comparing: numpy calls per Arrow batch (1,000 rows) would dominate
 
 
 def hamming_distance(a: Column, b: Column) -> Column:
@@ -33,24 +41,9 @@ def explode_band_keys(fps: DataFrame, *, masks: list[int]) -> DataFrame:
     )
 
 
-def _first_shared_table(a: Column, b: Column, masks: list[int]) -> Column:
-    """Index of the first table in which a and b collide (every candidate collides in at least one).
-
-    A CASE chain rather than a higher-order function over the mask array: a lambda that refers to both
-    join sides failed to bind inside the join condition at scale (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND).
-    It runs after the Hamming test of the same condition, on the few pairs within k.
-    """
-    diff = a.bitwiseXOR(b)
-    expr = F.when(diff.bitwiseAND(F.lit(masks[0])) == 0, F.lit(0))
-    for t, m in enumerate(masks[1:], start=1):
-        expr = expr.when(diff.bitwiseAND(F.lit(m)) == 0, F.lit(t))
-    return expr
-
-
 def partitioned_band_keys(fps: DataFrame, *, masks: list[int], skip: DataFrame | None = None) -> DataFrame:
-    """The band keys, hash-partitioned on (``band``, ``band_key``) and sorted within partitions: what the
-    self-join needs on both sides. Persisting the result lets both sides read one shuffle (with adaptive
-    execution on, Spark otherwise shuffles the exploded keys once per side).
+    """The band keys, hash-partitioned on (``band``, ``band_key``) and sorted within partitions, so that
+    every bucket is one run of rows in one partition (what ``band_join`` compares).
 
     In: ``id``, ``fingerprint``; optionally ``skip`` (``band``, ``band_key``: hot buckets resolved
     elsewhere, small enough to broadcast). Out: ``band``, ``band_key``, ``id``, ``fingerprint``.
@@ -61,37 +54,69 @@ def partitioned_band_keys(fps: DataFrame, *, masks: list[int], skip: DataFrame |
     return keyed.repartition(C.TABLE, C.KEY).sortWithinPartitions(C.TABLE, C.KEY)
 
 
-def band_join(keys: DataFrame, *, masks: list[int], max_distance: int) -> DataFrame:
+def band_join(
+    keys: DataFrame, *, masks: list[int], max_distance: int, min_rows: int = _MIN_ROWS
+) -> DataFrame:
     """Every pair sharing a table key within ``max_distance`` bits, once.
 
     In: ``partitioned_band_keys``. Out: ``id_a`` < ``id_b``, ``distance``.
-    The Hamming test guards the first-shared-table test in one condition, so random collisions die on a
-    popcount and the per-table test runs only on the few pairs within k; a pair colliding in several
-    tables is kept only from the first of them, so no distinct/shuffle is needed to deduplicate.
+    Each partition arrives sorted by (table, key), so its buckets are runs of rows: they are compared in
+    place with vectorized popcounts (``core.bucket_pairs``) and only pairs within k leave the task. A
+    pair colliding in several tables is kept from the first of them, so no distinct is needed.
+    ``min_rows``: rows gathered before comparing (a bucket spanning Arrow batches is held back whole).
     """
-    a = keys.alias("a")
-    # Never broadcast a side: both are the whole key set, and Spark's size estimate after the anti-join
-    # with the hot buckets can be far too small (seen at k=11 with LSH tables).
-    b = keys.alias("b").hint("merge")
-    fa, fb = F.col(f"a.{C.FINGERPRINT}"), F.col(f"b.{C.FINGERPRINT}")
-    first = F.col(f"a.{C.TABLE}") == _first_shared_table(fa, fb, masks)
-    joined = a.join(
-        b,
-        on=(F.col(f"a.{C.TABLE}") == F.col(f"b.{C.TABLE}"))
-        & (F.col(f"a.{C.KEY}") == F.col(f"b.{C.KEY}"))
-        & (F.col(f"a.{C.ID}") < F.col(f"b.{C.ID}"))
-        & F.when(hamming_distance(fa, fb) <= max_distance, first).otherwise(F.lit(False)),
-        how="inner",
-    )
-    return joined.select(
-        F.col(f"a.{C.ID}").alias(C.ID_A),
-        F.col(f"b.{C.ID}").alias(C.ID_B),
-        hamming_distance(fa, fb).alias(C.DISTANCE),
+    id_type = keys.schema[C.ID].dataType.simpleString()
+    table_masks = np.array(masks, dtype=np.int64)
+
+    def pairs(tbl: pa.Table) -> pa.RecordBatch:
+        i, j, d = bucket_pairs(
+            tbl.column(C.TABLE).to_numpy(),
+            tbl.column(C.KEY).to_numpy(),
+            tbl.column(C.FINGERPRINT).to_numpy(),
+            k=max_distance,
+            masks=table_masks,
+        )
+        ids = tbl.column(C.ID).combine_chunks()
+        a, b = ids.take(pa.array(i)), ids.take(pa.array(j))
+        first = pc.less(a, b)
+        return pa.RecordBatch.from_arrays(
+            [pc.if_else(first, a, b), pc.if_else(first, b, a), pa.array(d, pa.int32())],
+            names=[C.ID_A, C.ID_B, C.DISTANCE],
+        )
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in batches:
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows < min_rows:
+                continue
+            tbl = pa.Table.from_batches(pending).combine_chunks()
+            t, key = tbl.column(C.TABLE).to_numpy(), tbl.column(C.KEY).to_numpy()
+            # the last bucket may continue in the next batch: keep it back
+            earlier = np.flatnonzero((t != t[-1]) | (key != key[-1]))
+            cut = int(earlier[-1]) + 1 if len(earlier) else 0
+            if cut == 0:
+                continue
+            yield pairs(tbl.slice(0, cut))
+            rest = tbl.slice(cut)
+            pending, rows = rest.to_batches(), rest.num_rows
+        if rows:
+            yield pairs(pa.Table.from_batches(pending).combine_chunks())
+
+    return keys.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT).mapInArrow(
+        run, schema=f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int"
     )
 
 
 def candidate_pairs(
-    fps: DataFrame, *, scheme: BandScheme, max_distance: int, skip: DataFrame | None = None
+    fps: DataFrame,
+    *,
+    scheme: BandScheme,
+    max_distance: int,
+    skip: DataFrame | None = None,
+    min_rows: int = _MIN_ROWS,
 ) -> DataFrame:
     """``band_join`` over ``partitioned_band_keys`` (without persisting them in between).
 
@@ -99,4 +124,4 @@ def candidate_pairs(
     """
     masks = scheme.table_masks(max_distance)
     keys = partitioned_band_keys(fps, masks=masks, skip=skip)
-    return band_join(keys, masks=masks, max_distance=max_distance)
+    return band_join(keys, masks=masks, max_distance=max_distance, min_rows=min_rows)

@@ -3,7 +3,8 @@
 For every exact design worth considering, the number of candidate pairs its tables would produce is
 Σ size·(size−1)/2 over its buckets: counted for all designs in one aggregation over (a deterministic
 hash sample of) the distinct fingerprints and scaled by 1/fraction² when sampled. The estimated work of a
-design is its candidate pairs plus its exploded rows (fingerprints × tables). The cheapest exact design
+design is its exploded rows (fingerprints × tables) plus its candidate pairs at ``PAIR_COST`` rows each: a
+row is shuffled and sorted, a pair is one vectorized popcount inside its bucket. The cheapest exact design
 wins when its candidate pairs per fingerprint fit ``bands.auto_max_pairs_per_doc``; otherwise the cheapest
 LSH design that reaches ``bands.min_recall`` at distance k. Runs one action.
 """
@@ -21,6 +22,9 @@ from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
 from simhash_spark.transforms.hot_buckets import hash_sample
 
 _MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
+# Measured: ~6.5 ns per in-bucket pair (core.bucket_pairs, one core) against ~1-3 us per exploded row
+# through explode, shuffle, sort and Arrow (bench/scale.py runs, 2 cores).
+PAIR_COST = 0.005
 
 
 def _designs(k: int) -> list[BandScheme]:
@@ -71,7 +75,7 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
     for i, d in enumerate(designs):
         r = measured.get(i)
         pairs = (float(r["pairs"]) if r else 0.0) / (fraction * fraction)
-        work = pairs + n * d.n_tables(k)
+        work = PAIR_COST * pairs + n * d.n_tables(k)
         report.append(
             {
                 "scheme": d.spec,
@@ -86,7 +90,10 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
     if best is not None:
         chosen, why = best[1], "cheapest exact design within the pair budget"
     else:
-        chosen = cheapest_lsh(k, cfg.min_recall, max(n, 1))
+        # random buckets well under the hot-bucket limit, so that only real pile-ups take the forest path
+        chosen = cheapest_lsh(
+            k, cfg.min_recall, max(n, 1), pair_cost=PAIR_COST, max_bucket=cfg.hot_bucket_limit / 4
+        )
         why = f"no exact design within {cfg.auto_max_pairs_per_doc} pairs per fingerprint: cheapest LSH at recall >= {cfg.min_recall}"
     return chosen, {
         "chosen": chosen.spec,

@@ -1,4 +1,5 @@
-"""Buckets too large for the shuffle join: found before the join, resolved locally (see core.forest)."""
+"""Buckets too large to list every pair of (near-identical pile-ups): found before the join, resolved to a
+spanning forest (see core.forest)."""
 
 from __future__ import annotations
 

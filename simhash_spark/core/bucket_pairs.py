@@ -1,0 +1,102 @@
+"""Pairs within k bits inside band buckets, vectorized (pure numpy).
+
+The band join used to be a Spark self-join: every random collision in a bucket became a joined row before
+its popcount threw it away. Here the rows of a partition arrive sorted by (table, key), each bucket is
+compared inside one task with XOR + popcount over numpy arrays, and only pairs within k leave. A random
+collision then costs a few nanoseconds instead of a shuffled, joined row, which lets the designs for large k
+use fewer tables of fewer bits (``core.bands.cheapest_lsh``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SMALL = 48  # buckets below this size are compared together, grouped by size; larger ones one by one
+CHUNK = 1 << 21  # pairs (or matrix cells) held at once
+
+
+def group_starts(tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Start offsets of the runs of equal (table, key) in rows sorted by them, plus the end offset."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(1, dtype=np.int64)
+    change = np.flatnonzero((tables[1:] != tables[:-1]) | (keys[1:] != keys[:-1])) + 1
+    return np.concatenate(([0], change, [n])).astype(np.int64)
+
+
+def _triu(size: int, cache: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if size not in cache:
+        i, j = np.triu_indices(size, 1)
+        cache[size] = (i.astype(np.int64), j.astype(np.int64))
+    return cache[size]
+
+
+def _first_table_is(tables: np.ndarray, diff: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Whether ``tables`` is the first table whose mask the pair's differing bits avoid; a pair colliding
+    in several tables is kept from the first only, so no later distinct is needed."""
+    keep = np.ones(len(diff), dtype=bool)
+    step = max(1, CHUNK // max(1, len(masks)))
+    for s in range(0, len(diff), step):
+        shares = (diff[s : s + step, None] & masks[None, :]) == 0
+        keep[s : s + step] = np.argmax(shares, axis=1) == tables[s : s + step]
+    return keep
+
+
+def bucket_pairs(
+    tables: np.ndarray, keys: np.ndarray, fps: np.ndarray, *, k: int, masks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row pairs (i < j) of the same bucket whose fingerprints differ in at most ``k`` bits, each pair once
+    over all tables (from the first table in which it collides).
+
+    ``tables`` (int), ``keys`` (int64), ``fps`` (int64 or uint64): rows sorted by (table, key), every bucket
+    complete. ``masks``: the tables' masks (int64 or uint64), indexed by table. Returns (i, j, distance).
+    """
+    u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
+    m = (
+        np.asarray(masks).view(np.uint64)
+        if np.asarray(masks).dtype == np.int64
+        else np.asarray(masks, np.uint64)
+    )
+    starts = group_starts(np.asarray(tables), np.asarray(keys))
+    sizes = np.diff(starts)
+    out_i: list[np.ndarray] = []
+    out_j: list[np.ndarray] = []
+    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def emit(i: np.ndarray, j: np.ndarray) -> None:
+        d = np.bitwise_count(u[i] ^ u[j])
+        close = d <= k
+        if close.any():
+            out_i.append(i[close])
+            out_j.append(j[close])
+
+    for size in np.unique(sizes[(sizes >= 2) & (sizes < SMALL)]).tolist():
+        firsts = starts[:-1][sizes == size]
+        ti, tj = _triu(size, cache)
+        per = max(1, CHUNK // len(ti))
+        for s in range(0, len(firsts), per):
+            base = firsts[s : s + per, None]
+            emit((base + ti).ravel(), (base + tj).ravel())
+    for g in np.flatnonzero(sizes >= SMALL).tolist():
+        lo, hi = int(starts[g]), int(starts[g + 1])
+        block = max(1, CHUNK // (hi - lo))
+        for r0 in range(lo, hi, block):
+            r1 = min(hi, r0 + block)
+            dist = np.bitwise_count(u[r0:r1, None] ^ u[None, lo:hi])
+            rows, cols = np.nonzero(dist <= k)
+            i, j = rows + r0, cols + lo
+            keep = j > i
+            if keep.any():
+                out_i.append(i[keep].astype(np.int64))
+                out_j.append(j[keep].astype(np.int64))
+    if not out_i:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.int32)
+    i = np.concatenate(out_i)
+    j = np.concatenate(out_j)
+    diff = u[i] ^ u[j]
+    first = _first_table_is(np.asarray(tables)[i], diff, m)
+    i, j = i[first], j[first]
+    order = np.lexsort((j, i))
+    i, j = i[order], j[order]
+    return i, j, np.bitwise_count(u[i] ^ u[j]).astype(np.int32)
