@@ -1,5 +1,6 @@
 import jieba.analyse
 import numpy as np
+import pytest
 
 from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import (
@@ -62,19 +63,20 @@ def test_format_only_variants_get_identical_fingerprints():
     assert len(set(res.fingerprint.tolist())) == 1
 
 
-def test_exact_duplicates_are_segmented_once_with_identical_results():
+@pytest.mark.parametrize("hash_name", ["mix64", "xxh64"])
+def test_exact_duplicates_are_segmented_once_with_identical_results(hash_name):
     docs = mixed_documents(40, seed=8)
     batch = [*docs, *docs, "<p>" + docs[0] + "</p>", None, "", "，。"] * 2
-    with_memo = Fingerprinter(ModelOptions())
-    without = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(memo_size=0)))
+    with_memo = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(hash=hash_name)))
+    without = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(hash=hash_name, memo_size=0)))
     calls = {"n": 0}
-    real = with_memo.extractor.extract
+    real = with_memo.hashed_features
 
     def counting(text):
         calls["n"] += 1
         return real(text)
 
-    with_memo.extractor.extract = counting  # type: ignore[method-assign]
+    with_memo.hashed_features = counting  # type: ignore[method-assign]
     a, b = with_memo.batch(batch), without.batch(batch)
     assert a.status == b.status and a.fingerprint.tolist() == b.fingerprint.tolist()
     assert a.n_features.tolist() == b.n_features.tolist()
@@ -88,3 +90,26 @@ def test_memo_is_bounded():
     fp = Fingerprinter(ModelOptions(fingerprint=FingerprintOptions(memo_size=10)))
     fp.batch(mixed_documents(30, seed=3))
     assert len(fp._memo) == 10
+
+
+@pytest.mark.parametrize("weights", ["binary", "count"])
+def test_vectorized_char_ngrams_equal_hashing_each_ngram(weights):
+    """The numpy path of char_ngram + mix64 gives the fingerprints of hashing char_ngrams' strings one by one."""
+    from simhash_spark.core.features import char_ngrams
+    from simhash_spark.core.mix64 import mix64
+    from simhash_spark.core.simhash import simhash_batch
+
+    docs = [*mixed_documents(60, seed=12), "短", "五个字符呀", "𠀀𠀁𠀂𠀃𠀄𠀅 emoji 😀😀😀😀😀😀"]
+    model = ModelOptions(
+        features=FeatureOptions(shingle_weights=weights), fingerprint=FingerprintOptions(memo_size=0)
+    )
+    got = Fingerprinter(model).batch(docs)
+    for i, d in enumerate(docs):
+        feats = char_ngrams(normalize(d, NormalizeOptions()).text, 5, binary=weights == "binary")
+        want = simhash_batch(
+            np.array([mix64(f) for f, _ in feats], dtype=np.uint64),
+            np.array([w for _, w in feats], dtype=np.float64),
+            [len(feats)],
+        )
+        assert int(got.n_features[i]) == len(feats)
+        assert int(got.fingerprint[i]) == int(to_signed(want)[0])

@@ -112,3 +112,26 @@ def test_equal_weights_take_the_counting_path_with_the_same_bits(docs, w):
     out = simhash_batch(hashes, np.full(len(hashes), w), [len(d) for d in docs])
     for i, d in enumerate(docs):
         assert int(out[i]) == (simhash_reference(d, [w] * len(d)) if d else 0)
+
+
+@given(st.text(min_size=0, max_size=40), st.integers(1, 8))
+def test_mix64_windows_equal_the_scalar_hash(text, n):
+    from simhash_spark.core.mix64 import codepoints, mix64, ngram_hashes
+
+    if len(text) < n:
+        return
+    assert ngram_hashes(codepoints(text), n).tolist() == [
+        mix64(text[i : i + n]) for i in range(len(text) - n + 1)
+    ]
+
+
+def test_mix64_bits_are_balanced_and_distinct():
+    """The bit vote needs every output bit set about half the time, independently of the input."""
+    from simhash_spark.core.mix64 import codepoints, ngram_hashes
+
+    rng = np.random.default_rng(5)
+    text = "".join(chr(c) for c in rng.integers(0x4E00, 0x4E00 + 3000, size=50_000))
+    h = ngram_hashes(codepoints(text), 5)
+    assert len(np.unique(h)) == len(h)
+    bits = np.unpackbits(h.view(np.uint8).reshape(-1, 8), axis=1)
+    assert np.all(np.abs(bits.mean(axis=0) - 0.5) < 0.01)

@@ -1,3 +1,6 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from simhash_spark.core.normalize import NormalizeOptions, normalize, strip_html
 
 OPTS = NormalizeOptions()
@@ -59,3 +62,26 @@ def test_giant_document_is_capped_before_the_expensive_steps():
 def test_empty_and_markup_only():
     assert n("") == ""
     assert n("<p> </p>&nbsp;") == ""
+
+
+_MIXED = st.text(
+    alphabet=st.one_of(
+        st.characters(),  # anything, controls and unassigned code points included
+        st.sampled_from(
+            "，。！？：；（）　ＡＢｃ１２\u200b\ufeff\u202e\ufe0f\U000e0101\u3000\n\t\x00\x7f中文字"
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_MIXED)
+def test_fast_paths_equal_the_plain_steps(text):
+    """The quick checks (printable, full-width map + is_normalized) only skip work, never change it."""
+    import unicodedata
+
+    from simhash_spark.core import normalize as N
+
+    assert N._remove_invisible(text) == N._invisible().sub("", text)
+    assert N._nfkc(text) == unicodedata.normalize("NFKC", text)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xxhash
 
-from simhash_spark.core.features import FeatureExtractor, FeatureOptions
+from simhash_spark.core.features import FeatureExtractor, FeatureOptions, char_ngram_hashes
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.simhash import simhash_batch, to_signed
@@ -33,7 +33,7 @@ FINGERPRINTED = (OK, TRUNCATED, INVALID_UTF8)
 
 @dataclass(frozen=True)
 class FingerprintOptions:
-    hash: str = "xxh64"
+    hash: str = "mix64"
     min_chars: int = 1
     memo_size: int = 100_000
 
@@ -69,11 +69,25 @@ class Fingerprinter:
         self.model = model
         self.extractor = FeatureExtractor(model.features, model.tokenizer)
         self._memo: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # key -> (fingerprint, n_features)
+        feats = model.features
+        # char n-grams hashed with mix64: every n-gram of a document in a few numpy operations
+        self._vectorized = feats.mode == "char_ngram" and model.fingerprint.hash == "mix64"
 
     def _remember(self, key: bytes, value: tuple[int, int]) -> None:
         self._memo[key] = value
         if len(self._memo) > self.model.fingerprint.memo_size:
             self._memo.popitem(last=False)
+
+    def hashed_features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64 feature hashes, float64 weights) of one normalized text."""
+        if self._vectorized:
+            opts = self.model.features
+            return char_ngram_hashes(text, opts.ngram_size, binary=opts.shingle_weights == "binary")
+        feats = self.extractor.extract(text)
+        return (
+            hash_many([f for f, _ in feats], self.model.fingerprint.hash),
+            np.array([w for _, w in feats], dtype=np.float64),
+        )
 
     def batch(self, texts: Sequence[str | None]) -> FingerprintBatch:
         n = len(texts)
@@ -81,8 +95,8 @@ class Fingerprinter:
         n_chars = np.zeros(n, dtype=np.int64)
         counts = np.zeros(n, dtype=np.int64)
         out = np.zeros(n, dtype=np.uint64)
-        features: list[str] = []
-        weights: list[float] = []
+        hash_parts: list[np.ndarray] = []  # per computed document: its feature hashes and weights
+        weight_parts: list[np.ndarray] = []
         fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards
         pending: dict[bytes, int] = {}  # key -> row computed in this batch
         copies: list[tuple[int, int, bool]] = []  # (row, row it copies, truncated)
@@ -118,27 +132,27 @@ class Fingerprinter:
                     copies.append((i, pending[key], norm.truncated))
                     continue
                 pending[key] = i
-            feats = self.extractor.extract(norm.text)
             if use_memo:
                 fresh.append((i, key))
-            if not feats:
+            h, w = self.hashed_features(norm.text)
+            hash_parts.append(h)
+            weight_parts.append(w)
+            counts[i] = len(h)
+            if not counts[i]:
                 statuses[i] = NO_FEATURES
                 continue
             if norm.truncated:
                 statuses[i] = TRUNCATED
-            counts[i] = len(feats)
-            for f, w in feats:
-                features.append(f)
-                weights.append(w)
         computed = np.array([i for i, _ in fresh], dtype=np.int64) if use_memo else None
-        hashes = hash_many(features, self.model.fingerprint.hash)
+        hashes = np.concatenate(hash_parts) if hash_parts else np.zeros(0, dtype=np.uint64)
+        vote_weights = np.concatenate(weight_parts) if weight_parts else np.zeros(0, dtype=np.float64)
         # rows served from the memo contribute no features here: give them a zero count for the vote
         vote_counts = counts.copy()
         if use_memo:
             mask = np.ones(n, dtype=bool)
             mask[computed] = False
             vote_counts[mask] = 0
-        fps = simhash_batch(hashes, np.asarray(weights, dtype=np.float64), vote_counts)
+        fps = simhash_batch(hashes, vote_weights, vote_counts)
         fresh_rows = vote_counts > 0
         out[fresh_rows] = fps[fresh_rows]
         for i, key in fresh:

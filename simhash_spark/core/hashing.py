@@ -9,7 +9,9 @@ import mmh3
 import numpy as np
 import xxhash
 
-HASHES = ("xxh64", "md5_64", "murmur3_64")
+from simhash_spark.core.mix64 import mix64
+
+HASHES = ("mix64", "xxh64", "md5_64", "murmur3_64")
 
 
 def xxh64(feature: str) -> int:
@@ -30,7 +32,7 @@ def murmur3_64(feature: str) -> int:
 
 def hash_function(name: str) -> Callable[[str], int]:
     try:
-        return {"xxh64": xxh64, "md5_64": md5_64, "murmur3_64": murmur3_64}[name]
+        return {"mix64": mix64, "xxh64": xxh64, "md5_64": md5_64, "murmur3_64": murmur3_64}[name]
     except KeyError:
         raise ValueError(f"unknown hash {name!r}; choose one of {', '.join(HASHES)}") from None
 

@@ -110,6 +110,27 @@ def _invisible() -> re.Pattern[str]:
     return re.compile(_char_class(sorted(set(cps))))
 
 
+_VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+# NFKC's own mapping of the full-width ASCII forms and the ideographic space, which Chinese text is full
+# of: applied first, it leaves most documents already normalized, and the quick check then skips NFKC.
+_FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
+
+def _remove_invisible(text: str) -> str:
+    # str.isprintable is False for every Cc/Cf/Cs/Co character (and for whitespace, split off first):
+    # a C-speed test that spares the large character class its scan of the usual clean document
+    if "".join(text.split()).isprintable() and not _VARIATION_SELECTORS.search(text):
+        return text
+    return _invisible().sub("", text)
+
+
+def _nfkc(text: str) -> str:
+    text = text.translate(_FULL_WIDTH)
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
+
+
 @lru_cache(maxsize=1)
 def _punctuation() -> re.Pattern[str]:
     return re.compile("|".join(re.escape(k) for k in sorted(_PUNCTUATION, key=len, reverse=True)))
@@ -141,9 +162,9 @@ def normalize(text: str, opts: NormalizeOptions) -> Normalized:
         truncated = True
     if opts.strip_html:
         text = strip_html(text)
-    text = _invisible().sub("", text)
+    text = _remove_invisible(text)
     if opts.nfkc:
-        text = unicodedata.normalize("NFKC", text)
+        text = _nfkc(text)
     if opts.unify_punctuation:
         text = _unify_punctuation(text)
     if opts.lowercase:

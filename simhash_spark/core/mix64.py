@@ -1,0 +1,75 @@
+"""``fingerprint.hash = "mix64"``: a 64-bit string hash that numpy can compute for every character
+n-gram of a text at once (pure numpy).
+
+mix64(s) = fmix64(len(s)·G + Σ_j codepoint(s[j])·K_j mod 2^64), with K_j odd constants from a fixed
+splitmix64 sequence and fmix64 MurmurHash3's 64-bit finalizer. The linear part tells apart any two strings
+whose code points differ (the K_j are random 64-bit multipliers; code points are below 2^21); the finalizer
+spreads every input bit over all 64 output bits, which the bit vote of SimHash needs. Hashing a document's
+n-grams is then n multiply-adds over its code point array instead of one xxh64 call per n-gram, which was
+most of the fingerprint stage's time for ``char_ngram`` features.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+_G = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SEED = 0x6D69_7836_34  # "mix64"
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(state: int) -> tuple[int, int]:
+    state = (state + 0x9E3779B97F4A7C15) & _M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return state, z ^ (z >> 31)
+
+
+@lru_cache(maxsize=64)
+def _multipliers(n: int) -> np.ndarray:
+    """K_0 .. K_{n-1}: the same prefix whatever n (each K_j depends on j alone)."""
+    out, state = [], _SEED
+    for _ in range(n):
+        state, z = _splitmix64(state)
+        out.append(z | 1)
+    arr = np.array(out, dtype=np.uint64)
+    arr.setflags(write=False)
+    return arr
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> np.uint64(33))
+    h = h * _C1
+    h = h ^ (h >> np.uint64(33))
+    h = h * _C2
+    return h ^ (h >> np.uint64(33))
+
+
+def codepoints(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
+
+
+def mix64(text: str) -> int:
+    """The hash of one string (any length)."""
+    cps = codepoints(text)
+    k = _multipliers(max(1, len(cps)))[: len(cps)]
+    with np.errstate(over="ignore"):
+        h = np.uint64(len(cps)) * _G + np.sum(cps * k, dtype=np.uint64)
+        return int(_fmix64(np.array([h], dtype=np.uint64))[0])
+
+
+def ngram_hashes(cps: np.ndarray, n: int) -> np.ndarray:
+    """mix64 of every n-character window of the code points ``cps`` (uint64), in order: equal to
+    ``[mix64(s[i:i+n]) for i in ...]`` for the string s they came from. Needs len(cps) >= n."""
+    k = _multipliers(n)
+    windows = len(cps) - n + 1
+    with np.errstate(over="ignore"):
+        h = np.full(windows, np.uint64(n) * _G, dtype=np.uint64)
+        for j in range(n):
+            h += cps[j : j + windows] * k[j]
+        return _fmix64(h)
