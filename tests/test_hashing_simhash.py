@@ -135,3 +135,10 @@ def test_mix64_bits_are_balanced_and_distinct():
     assert len(np.unique(h)) == len(h)
     bits = np.unpackbits(h.view(np.uint8).reshape(-1, 8), axis=1)
     assert np.all(np.abs(bits.mean(axis=0) - 0.5) < 0.01)
+
+
+@given(st.lists(st.text(max_size=12), max_size=20))
+def test_mix64_many_equals_the_scalar_hash(texts):
+    from simhash_spark.core.mix64 import mix64, mix64_many
+
+    assert mix64_many(texts).tolist() == [mix64(t) for t in texts]

@@ -9,7 +9,7 @@ import mmh3
 import numpy as np
 import xxhash
 
-from simhash_spark.core.mix64 import mix64
+from simhash_spark.core.mix64 import mix64, mix64_many
 
 HASHES = ("mix64", "xxh64", "md5_64", "murmur3_64")
 
@@ -39,5 +39,7 @@ def hash_function(name: str) -> Callable[[str], int]:
 
 def hash_many(features: Sequence[str], name: str) -> np.ndarray:
     """Hashes of many features as a uint64 array."""
+    if name == "mix64":
+        return mix64_many(features)
     fn = hash_function(name)
     return np.fromiter((fn(f) for f in features), dtype=np.uint64, count=len(features))
