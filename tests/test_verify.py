@@ -35,6 +35,18 @@ def test_shingle_jaccard_equals_brute_force(a, b, n):
     assert shingle_jaccard(a, b, n) == pytest.approx(brute_jaccard(a, b, n))
 
 
+@given(
+    st.text(alphabet="甲乙丙丁戊 ,.a𠀀", max_size=40),
+    st.text(alphabet="甲乙丙丁戊 ,.a𠀀", max_size=40),
+    st.integers(1, 5),
+)
+def test_char_jaccard_measure_equals_the_jaccard_of_ngram_sets(a, b, n):
+    """The measure compares hashed n-grams; it must give the Jaccard of the n-gram strings."""
+    opts = VerifyOptions(ngram_size=n)
+    want = shingle_jaccard(a, b, n)  # a and b are already normalized (no markup, half-width, lowercase)
+    assert similarity(a, b, opts, NORM) == pytest.approx(want)
+
+
 def test_jaccard_bounds():
     assert jaccard(set(), set()) == 1.0
     assert jaccard({"a"}, {"b"}) == 0.0

@@ -25,9 +25,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 
-import numpy as np
-
-from simhash_spark.core.mix64 import codepoints, mix64, ngram_hashes
 from simhash_spark.core.shingles import compact
 from simhash_spark.core.tokenize import Tokenizer, TokenizerOptions, get_tokenizer
 
@@ -111,23 +108,6 @@ def char_ngrams(text: str, n: int, *, binary: bool = True) -> list[tuple[str, fl
     if len(s) <= n:
         return [(s, 1.0)]
     return _weighted((s[i : i + n] for i in range(len(s) - n + 1)), binary)
-
-
-def char_ngram_hashes(text: str, n: int, *, binary: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """``char_ngrams`` hashed with mix64, computed on the code point array at once: (uint64 hashes,
-    float64 weights), the same multiset as hashing ``char_ngrams``' features one by one (distinct
-    n-grams are told apart by their hashes)."""
-    s = compact(text)
-    if not s:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float64)
-    if len(s) <= n:
-        return np.array([mix64(s)], dtype=np.uint64), np.ones(1, dtype=np.float64)
-    hashes = ngram_hashes(codepoints(s), n)
-    if binary:
-        distinct = np.unique(hashes)
-        return distinct, np.ones(len(distinct), dtype=np.float64)
-    distinct, counts = np.unique(hashes, return_counts=True)
-    return distinct, counts.astype(np.float64)
 
 
 def word_ngrams(tokens: list[str], n: int, *, binary: bool = True) -> list[tuple[str, float]]:

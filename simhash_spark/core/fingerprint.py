@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import xxhash
 
-from simhash_spark.core.features import FeatureExtractor, FeatureOptions, char_ngram_hashes
+from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.shingles import char_ngram_hashes
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
 
