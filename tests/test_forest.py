@@ -7,8 +7,7 @@ from tests.test_components_spark import union_find
 
 
 @pytest.mark.parametrize(("seed", "k"), [(1, 3), (2, 5), (3, 0)])
-def test_forest_has_the_components_of_the_full_graph(seed, k, monkeypatch):
-    monkeypatch.setattr("simhash_spark.core.forest.BLOCK", 97)  # several blocks, uneven last one
+def test_forest_has_the_components_of_the_full_graph(seed, k):
     fps = planted_fingerprints(seed, n_random=300, n_centres=120, k=k)
     fps = np.concatenate([fps, fps[:40]])  # identical values too
     ids = list(range(len(fps)))
@@ -60,3 +59,4 @@ def test_forest_with_a_check_has_the_components_of_the_accepted_pairs(seed):
     assert union_find([(i, j) for i, j, _ in edges]) == union_find(full)
     assert all(ok(i, j, d) for i, j, d in edges)
     assert len(asked) <= len(brute_force_pairs(ids, fps, 6))
+    assert len(asked) == len(set(asked)) and all(i < j for i, j in asked)  # each pair asked once, i < j

@@ -1,18 +1,19 @@
-"""Connected pieces of one hot bucket, locally: all-pairs Hamming in numpy, union-find, spanning forest.
+"""Connected pieces of one hot bucket, locally: a breadth-first search with vectorized Hamming tests.
 
-A bucket with thousands of distinct fingerprints would put size² rows through the shuffle; its members
-are instead gathered in one task, compared block by block with vectorized XOR + popcount, and only the
-edges of a spanning forest of the "within k bits" graph leave the task (at most size − 1 of them). The
-components are unchanged; only the list of pairs is shortened.
+A bucket with thousands of distinct fingerprints would put size² pairs into the output; its members are
+instead gathered in one task and searched breadth-first: each member taken from the queue is compared
+with every member not reached yet in one XOR + popcount over a numpy array, and only the edges that
+reach a new member leave the task (at most size − 1 of them). The components are unchanged; only the
+list of pairs is shortened. A near-identical pile-up is one component, so the members still to reach
+shrink at once and the work stays far below size² comparisons.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
-
-BLOCK = 2048  # rows compared at once: BLOCK × size bytes of distances in memory
 
 
 def within_k_forest(
@@ -21,31 +22,33 @@ def within_k_forest(
     """Spanning forest of the graph "Hamming distance ≤ k and ``accept(i, j, d)``" over ``fps`` (int64 or
     uint64).
 
-    Returns (i, j, distance) index triples with i < j, one per union, in a deterministic order.
-    ``accept`` (a per-pair threshold, a text check) is asked only about pairs not yet connected, so an
-    expensive check runs about once per member instead of once per pair; the components are still those
-    of the accepted pairs, since a pair skipped as connected could add no connection.
+    Returns (i, j, distance) index triples with i < j, one per member reached from another, in a
+    deterministic order. ``accept`` (a per-pair threshold, a text check) is asked with i < j, at most
+    once per pair, and only about pairs whose second member is not reached yet, so an expensive check
+    runs about once per member instead of once per pair; the components are still those of the accepted
+    pairs, since every accepted pair from a member to an unreached one is tried when the member is taken.
     """
     u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
     n = len(u)
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    reached = np.zeros(n, dtype=bool)
+    rest = np.arange(n)  # members not reached yet (compacted as the search goes)
     edges: list[tuple[int, int, int]] = []
-    for start in range(0, n, BLOCK):
-        block = u[start : start + BLOCK]
-        dist = np.bitwise_count(block[:, None] ^ u[None, :])
-        rows, cols = np.nonzero(dist <= k)
-        keep = cols > rows + start
-        for r, c in zip(rows[keep].tolist(), cols[keep].tolist(), strict=True):
-            i = r + start
-            ri, rc = find(i), find(c)
-            if ri != rc and (accept is None or accept(i, c, int(dist[r, c]))):
-                parent[max(ri, rc)] = min(ri, rc)
-                edges.append((i, c, int(dist[r, c])))
+    for root in range(n):
+        if reached[root]:
+            continue
+        reached[root] = True
+        queue = deque([root])
+        while queue:
+            i = queue.popleft()
+            rest = rest[~reached[rest]]
+            if not len(rest):
+                break
+            dist = np.bitwise_count(u[rest] ^ u[i])
+            close = dist <= k
+            for c, d in zip(rest[close].tolist(), dist[close].tolist(), strict=True):
+                a, b = (i, c) if i < c else (c, i)
+                if accept is None or accept(a, b, d):
+                    reached[c] = True
+                    queue.append(c)
+                    edges.append((a, b, d))
     return edges
