@@ -27,6 +27,7 @@ TITLE = "title_text"  # the configured title column
 TITLE_FINGERPRINT = "title_fingerprint"
 
 # internal: band join and connected components
+TEXT_HASH = "text_hash"  # xxhash64 of the text: identical-fingerprint groups split by text when verifying
 TABLE = "band"
 KEY = "band_key"
 SRC = "src"

@@ -167,6 +167,10 @@ def _find(
         raise ValueError("verify.measure needs the documents' texts")
     lengths = keyed.select(C.ID, C.N_CHARS)
     keyed = keyed.select(C.ID, C.FINGERPRINT)
+    if cfg.verify.enabled and texts is not None:
+        # the hash is computed where the texts are read; only (id, hash) reaches the join
+        text_hashes = texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
+        keyed = keyed.join(text_hashes, on=C.ID, how="inner")
     scheme = parse_scheme(cfg.bands.scheme)
     with _timed(timings, "candidates"):
         groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
@@ -175,6 +179,7 @@ def _find(
         limit = cfg.output.pairs_max_group
         grp = groups.agg(
             F.count(F.lit(1)).alias("distinct"),
+            F.count_distinct(C.FINGERPRINT).alias("fingerprints"),
             F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
             F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
             F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
@@ -246,7 +251,9 @@ def _find(
     )
 
     stats = {
-        "distinct_fingerprints": int(grp["distinct"]),
+        "distinct_fingerprints": int(grp["fingerprints"]),
+        # rows of the band join: one per distinct fingerprint (and, with a text check, distinct text)
+        "representatives": int(grp["distinct"]),
         "identical_fingerprint_groups": int(grp["groups"]),
         "largest_identical_group": int(grp["largest"]),
         "candidate_pairs_within_k": within_k,

@@ -5,7 +5,9 @@
 Boilerplate and reprints often share one fingerprint by the thousand. Joining them row by row makes a
 bucket quadratic (300k copies: 45·10⁹ rows). Instead the band join runs over distinct fingerprints, each
 represented by its smallest id, and every other member is linked to that representative at distance 0:
-the connected components are exactly those of the full "within k bits" graph. ``pairs/`` is expanded back
+the connected components are exactly those of the full "within k bits" graph. With a text check, groups
+are of identical fingerprint and identical text: a representative's check then holds for every member
+(two texts can share a fingerprint and still differ in how similar they are to a third). ``pairs/`` is expanded back
 to every member pair, except for groups larger than a limit, which keep only their representative's
 pairs plus a star (member, representative, 0): the run's summary says how many groups were cut that way.
 """
@@ -23,20 +25,29 @@ GROUP_SIZE = "group_size"
 MEMBER = "member"
 
 
+def _group_keys(keyed: DataFrame) -> list[str]:
+    return [C.FINGERPRINT, C.TEXT_HASH] if C.TEXT_HASH in keyed.columns else [C.FINGERPRINT]
+
+
 def fingerprint_groups(keyed: DataFrame) -> DataFrame:
-    """In: ``id``, ``fingerprint``. Out: ``id`` (the group's smallest id), ``fingerprint``, ``group_size``;
-    one row per distinct fingerprint."""
+    """In: ``id``, ``fingerprint``, optionally ``text_hash``. Out: ``id`` (the group's smallest id),
+    ``fingerprint``, [``text_hash``,] ``group_size``; one row per distinct fingerprint — per distinct
+    (fingerprint, text) when ``text_hash`` is given: with a text check, members stand in for each other
+    only if their texts are the same, since identical fingerprints do not mean identical texts."""
+    keys = _group_keys(keyed)
     return (
-        keyed.groupBy(C.FINGERPRINT)
+        keyed.groupBy(*keys)
         .agg(F.min(C.ID).alias(C.ID), F.count(F.lit(1)).alias(GROUP_SIZE))
-        .select(C.ID, C.FINGERPRINT, GROUP_SIZE)
+        .select(C.ID, *keys, GROUP_SIZE)
     )
 
 
 def group_members(keyed: DataFrame, groups: DataFrame) -> DataFrame:
-    """In: ``keyed`` (``id``, ``fingerprint``), ``groups``. Out: ``member``, ``rep``, ``group_size``."""
-    g = groups.select(F.col(C.FINGERPRINT), F.col(C.ID).alias(REP), F.col(GROUP_SIZE))
-    return keyed.join(g, on=C.FINGERPRINT, how="inner").select(F.col(C.ID).alias(MEMBER), REP, GROUP_SIZE)
+    """In: ``keyed`` (``id``, ``fingerprint``[, ``text_hash``]), ``groups``. Out: ``member``, ``rep``,
+    ``group_size``."""
+    keys = _group_keys(keyed)
+    g = groups.select(*keys, F.col(C.ID).alias(REP), F.col(GROUP_SIZE))
+    return keyed.join(g, on=keys, how="inner").select(F.col(C.ID).alias(MEMBER), REP, GROUP_SIZE)
 
 
 def star_edges(members: DataFrame) -> DataFrame:
