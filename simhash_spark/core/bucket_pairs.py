@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from simhash_spark.core.simhash import to_unsigned
+
 SMALL = 48  # buckets below this size are compared together, grouped by size; larger ones one by one
 CHUNK = 1 << 21  # pairs (or matrix cells) held at once
 
@@ -51,12 +53,8 @@ def bucket_pairs(
     ``tables`` (int), ``keys`` (int64), ``fps`` (int64 or uint64): rows sorted by (table, key), every bucket
     complete. ``masks``: the tables' masks (int64 or uint64), indexed by table. Returns (i, j, distance).
     """
-    u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
-    m = (
-        np.asarray(masks).view(np.uint64)
-        if np.asarray(masks).dtype == np.int64
-        else np.asarray(masks, np.uint64)
-    )
+    u = to_unsigned(fps)
+    m = to_unsigned(masks)
     starts = group_starts(np.asarray(tables), np.asarray(keys))
     sizes = np.diff(starts)
     out_i: list[np.ndarray] = []
@@ -96,7 +94,6 @@ def bucket_pairs(
     j = np.concatenate(out_j)
     diff = u[i] ^ u[j]
     first = _first_table_is(np.asarray(tables)[i], diff, m)
-    i, j = i[first], j[first]
+    i, j, diff = i[first], j[first], diff[first]
     order = np.lexsort((j, i))
-    i, j = i[order], j[order]
-    return i, j, np.bitwise_count(u[i] ^ u[j]).astype(np.int32)
+    return i[order], j[order], np.bitwise_count(diff[order]).astype(np.int32)

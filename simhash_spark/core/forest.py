@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simhash_spark.core.simhash import to_unsigned
+
 
 def within_k_forest(
     fps: np.ndarray, k: int, accept: Callable[[int, int, int], bool] | None = None
@@ -28,7 +30,7 @@ def within_k_forest(
     runs about once per member instead of once per pair; the components are still those of the accepted
     pairs, since every accepted pair from a member to an unreached one is tried when the member is taken.
     """
-    u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
+    u = to_unsigned(fps)
     n = len(u)
     reached = np.zeros(n, dtype=bool)
     rest = np.arange(n)  # members not reached yet (compacted as the search goes)

@@ -61,6 +61,12 @@ def to_signed(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.uint64).view(np.int64)
 
 
+def to_unsigned(values: np.ndarray) -> np.ndarray:
+    """int64 (Spark's LONG view) or unsigned values → uint64, without copying int64 input."""
+    a = np.asarray(values)
+    return a.view(np.uint64) if a.dtype == np.int64 else np.asarray(a, np.uint64)
+
+
 def to_hex(value: int) -> str:
     """16 lowercase hex digits of the unsigned value (signed input accepted)."""
     return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"
@@ -73,5 +79,5 @@ def hamming(a: int, b: int) -> int:
 
 def hamming_matrix(fps: np.ndarray) -> np.ndarray:
     """All-pairs Hamming distances (brute force, for tests and small buckets)."""
-    u = np.asarray(fps).view(np.uint64) if np.asarray(fps).dtype == np.int64 else np.asarray(fps, np.uint64)
+    u = to_unsigned(fps)
     return np.bitwise_count(u[:, None] ^ u[None, :]).astype(np.int64)
