@@ -77,7 +77,8 @@ def build(workdir: Path, cfg, entries: int) -> dict:
     schema = synthetic.schema
     all_entries = synthetic.unionByName(spark.createDataFrame(real, schema=schema)).select(*ENTRY_COLUMNS)
     layout = new_layout(cfg)
-    snap = write_snapshot(store, layout, all_entries, store.new_snapshot_id("bench"), ("2026-01-01",))
+    snap = write_snapshot(store, layout, all_entries, store.new_snapshot("bench", "bench"), ("2026-01-01",))
+    store.create(Manifest(version=0, model=model_signature(cfg.model, None), layout=layout, id_type="string"))
     manifest = Manifest(
         version=1,
         model=model_signature(cfg.model, None),

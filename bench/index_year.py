@@ -58,18 +58,19 @@ def build(workdir: Path, cfg, per_day: int) -> dict:
             store,
             layout,
             entries.where(F.col(C.RUN_DATE).isin(old)),
-            store.new_snapshot_id("compact"),
+            store.new_snapshot("compact", "bench"),
             tuple(old),
         )
     ]
     for d in recent:
         snaps.append(
             write_snapshot(
-                store, layout, entries.where(F.col(C.RUN_DATE) == d), store.new_snapshot_id(d), (d,)
+                store, layout, entries.where(F.col(C.RUN_DATE) == d), store.new_snapshot(d, "bench"), (d,)
             )
         )
     snap_of = {d: s.id for s in snaps for d in s.runs}
     runs = tuple(RunRecord(d, snap_of[d], per_day, per_day, per_day // 10, 0.1, 0, now()) for d in days)
+    store.create(Manifest(version=0, model=model_signature(cfg.model, None), layout=layout, id_type="string"))
     store.commit(
         Manifest(
             version=1,

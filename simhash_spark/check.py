@@ -21,15 +21,16 @@ from simhash_spark.core.index_model import doc_bucket, key_part, model_differenc
 from simhash_spark.core.simhash import to_hex
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, similarity
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index_store import ArrowFiles, IndexStore
+from simhash_spark.index_store import IndexStore
+from simhash_spark.storage import ArrowFiles
 
 _M64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
 class Query:
-    id: str | None
-    text: str
+    id: str | int | None
+    text: str | None  # None: checked as ``null_text``
 
 
 def _table(files: ArrowFiles, dirs: list[str], columns: list[str], filt: Any) -> pa.Table:
@@ -50,14 +51,23 @@ def check(
     if manifest is None:
         raise FingerprintIndexError(f"no index at {index_path} (no _manifest/ folder)")
     # the check has no titles: the body model is what must match
-    diffs = model_differences(manifest.model["body"], model_signature(cfg.model, None)["body"])
+    current = model_signature(cfg.model, None)
+    diffs = model_differences(
+        {k: manifest.model.get(k) for k in ("code_version", "body")},
+        {k: current[k] for k in ("code_version", "body")},
+    )
     if diffs:
         raise FingerprintIndexError(
             f"index {index_path} was built with a different fingerprint model: {'; '.join(diffs[:6])}"
         )
     layout = manifest.layout
     policy = cfg.policy
-    k_max = min(policy.largest, layout.max_distance)
+    if policy.largest > layout.max_distance:
+        raise FingerprintIndexError(
+            f"index {index_path}: its tables find pairs up to {layout.max_distance} bits, the configuration "
+            f"asks for {policy.largest} (match.max_distance / match.length_steps); use the index's k"
+        )
+    k_max = policy.largest
     batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
     masks = layout.masks()
     positions = layout.prefix_positions()
@@ -99,7 +109,7 @@ def check(
             elif not cfg.verify.enabled or d <= cfg.verify.accept_distance:
                 reason = FINGERPRINT
             else:
-                sim = similarity(q.text, texts.get(cand[C.ID]) or "", cfg.verify, cfg.normalize)
+                sim = similarity(q.text or "", texts.get(cand[C.ID]) or "", cfg.verify, cfg.normalize)
                 if sim < cfg.verify.min_similarity:
                     continue
                 reason = VERIFIED

@@ -99,7 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--run-date",
         metavar="YYYY-MM-DD",
-        help="with --index: the batch's date (default: today, UTC); rerunning a date replaces its entries",
+        help="with --index: the batch's date (default: today, UTC); rerunning a date replaces its entries "
+        "and sees only the entries of earlier dates, as its first run did",
+    )
+    d.add_argument(
+        "--allow-future-run-date",
+        action="store_true",
+        help="with --index: accept a --run-date more than one day after today (refused by default: a typo'd "
+        "year would enter the index and move retention cutoffs)",
     )
     d.add_argument(
         "--rebuild-index",
@@ -168,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument(
         "--min-snapshots", type=int, default=2, help="merge only when at least this many (default 2)"
     )
+    co.add_argument(
+        "--max-drop-fraction",
+        type=float,
+        default=0.5,
+        help="refuse (exit 2) a compaction whose retention would drop more than this fraction of the "
+        "entries (default 0.5)",
+    )
     _add_common(co)
     return parser
 
@@ -193,9 +207,10 @@ def _run_dedup(args: argparse.Namespace) -> int:
     if args.index:
         from simhash_spark.incremental import check_run_date
 
-        run_date = check_run_date(args.run_date or datetime.now(UTC).date().isoformat())
-    elif args.run_date or args.rebuild_index:
-        raise ConfigError("--run-date and --rebuild-index need --index")
+        given = datetime.now(UTC).date().isoformat() if args.run_date is None else args.run_date
+        run_date = check_run_date(given, allow_future=args.allow_future_run_date)
+    elif args.run_date is not None or args.rebuild_index or args.allow_future_run_date:
+        raise ConfigError("--run-date, --allow-future-run-date and --rebuild-index need --index")
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
     summ = run(
         spark,
@@ -237,35 +252,57 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
+def _decode_lines(data: bytes, source: str) -> list[str]:
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{source}: not UTF-8 (line {line}, byte {e.start}: {data[e.start : e.start + 4]!r}); "
+            "convert it, e.g. with iconv -f GB18030 -t UTF-8"
+        ) from None
+
+
+def _read_lines(args: argparse.Namespace) -> list[str]:
+    if args.file and args.file != "-":
+        try:
+            with open(args.file, "rb") as fh:
+                return _decode_lines(fh.read(), f"--file {args.file}")
+        except OSError as e:
+            raise ConfigError(f"--file {args.file}: {e.strerror}") from None
+    if args.file == "-" or not args.texts:
+        return _decode_lines(sys.stdin.buffer.read(), "standard input")
+    return []
+
+
+def _json_query(line: str, where: str) -> Any:
+    """One ``{"id": ..., "text": ...}`` line: a null text is checked as ``null_text``; anything else that
+    is not a string, and an id that is not a string or an integer, is an error naming the line."""
+    from simhash_spark.check import Query
+
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict) or "text" not in obj:
+        raise ConfigError(f'{where}: expected a JSON object with a "text" key')
+    text, qid = obj["text"], obj.get("id")
+    if text is not None and not isinstance(text, str):
+        raise ConfigError(f'{where}: "text" is {type(text).__name__}, expected a string or null')
+    if qid is not None and (isinstance(qid, bool) or not isinstance(qid, str | int)):
+        raise ConfigError(f'{where}: "id" is {qid!r}, expected a string or an integer')
+    return Query(qid, text)
+
+
 def _read_queries(args: argparse.Namespace) -> list[Any]:
     from simhash_spark.check import Query
 
-    lines: list[str] = []
-    if args.file:
-        if args.file == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            try:
-                with open(args.file, encoding="utf-8") as fh:
-                    lines = fh.read().splitlines()
-            except OSError as e:
-                raise ConfigError(f"--file {args.file}: {e.strerror}") from None
-    elif not args.texts:
-        lines = sys.stdin.read().splitlines()
     queries = [Query(None, t) for t in args.texts]
-    for n, line in enumerate(lines, start=1):
+    source = args.file if args.file and args.file != "-" else "stdin"
+    for n, line in enumerate(_read_lines(args), start=1):
         if not line.strip():
             continue
-        if args.jsonl:
-            try:
-                obj = json.loads(line)
-                queries.append(Query(obj.get("id"), str(obj["text"])))
-            except (json.JSONDecodeError, KeyError, AttributeError):
-                raise ConfigError(
-                    f'{args.file or "stdin"} line {n}: expected a JSON object with a "text" key'
-                ) from None
-        else:
-            queries.append(Query(None, line))
+        queries.append(_json_query(line, f"{source} line {n}") if args.jsonl else Query(None, line))
     return queries
 
 
@@ -275,7 +312,7 @@ def _run_check(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     results, read = check(args.index, cfg, _read_queries(args))
     for r in results:
-        print(json.dumps(r, ensure_ascii=False))
+        print(json.dumps(r, ensure_ascii=False, allow_nan=False))
     log.info("read %s", read)
     return 0
 
@@ -298,6 +335,8 @@ def _run_index(args: argparse.Namespace) -> int:
         keep_recent=args.keep_recent,
         retention_days=retention,
         min_snapshots=args.min_snapshots,
+        max_drop_fraction=args.max_drop_fraction,
+        lease_timeout_s=cfg.writers.lease_timeout_seconds,
     )
     print(json.dumps(report, indent=2, ensure_ascii=False))
     return 0

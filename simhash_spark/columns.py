@@ -53,3 +53,6 @@ RESERVED = (
     IS_DUPLICATE,
     MATCHED_INDEX_ID,
 )
+
+# Names pass-through columns may not take: the output's columns and the job's internal ones.
+NOT_PASSTHROUGH = (*RESERVED, TEXT, TITLE, TITLE_FINGERPRINT, TEXT_HASH, RUN_DATE)

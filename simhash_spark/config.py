@@ -95,6 +95,13 @@ class IndexConfig:
 
 
 @dataclass(frozen=True)
+class WritersConfig:
+    """Leases of the processes writing an index or an output (docs/reliability.md)."""
+
+    lease_timeout_seconds: float = 120.0  # a writer whose heartbeat is older than this is taken as dead
+
+
+@dataclass(frozen=True)
 class Config:
     input: InputConfig = field(default_factory=InputConfig)
     normalize: NormalizeOptions = field(default_factory=NormalizeOptions)
@@ -110,6 +117,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
+    writers: WritersConfig = field(default_factory=WritersConfig)
 
     @property
     def model(self) -> ModelOptions:
@@ -186,8 +194,9 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "input.id_column": _identifier,
     "input.text_columns": lambda v: None if v and all(v) else "must name at least one column",
     "input.passthrough_columns": lambda v: (
-        f"{', '.join(repr(c) for c in v if c in C.RESERVED)} would overwrite output columns"
-        if set(v) & set(C.RESERVED)
+        f"{', '.join(repr(c) for c in v if c in C.NOT_PASSTHROUGH)} would overwrite columns the job writes "
+        "or uses internally"
+        if set(v) & set(C.NOT_PASSTHROUGH)
         else None
     ),
     "normalize.max_chars": _at_least(1),
@@ -233,6 +242,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "monitor.window": _at_least(1),
     "monitor.min_runs": _at_least(1),
     "monitor.min_delta": lambda v: None if v >= 0 else "must be >= 0",
+    "writers.lease_timeout_seconds": lambda v: None if v >= 1 else "must be >= 1",
 }
 
 
@@ -323,6 +333,8 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
 
 def parse_override(item: str) -> tuple[str, str, Any]:
     """``section.key=value`` → (section, key, value)."""
+    if "\n" in item or "\r" in item:
+        raise ConfigError(f"--set {item!r}: a value must be on one line")
     lhs, sep, rhs = item.partition("=")
     section, dot, key = lhs.strip().partition(".")
     if not sep or not dot or not section or not key:

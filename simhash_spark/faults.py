@@ -4,7 +4,11 @@ production; reading an unset variable costs nothing).
 - ``SIMHASH_SPARK_FAULT="fingerprint:P:once"`` makes the fingerprint UDF fail on partition P in its
   first attempt only (a retry succeeds); ``...:always`` fails every attempt.
 - ``SIMHASH_SPARK_PAUSE="STAGE:PATH"`` makes the driver create PATH when STAGE starts and sleep, so a
-  test can kill it at a known point.
+  test can kill it at a known point. Besides the job's stages, the commit protocols name their steps:
+  ``index-snapshot-written``, ``index-committing`` (the manifest version written to a temporary file, not
+  yet linked), ``index-committed``, ``publish-journal``, ``publish-moved-aside``, ``publish-swapped``.
+- ``SIMHASH_SPARK_NO_EXCHANGE=1`` publishes with two renames even where the file system can swap two
+  folders in one step (the path HDFS and object stores take).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 FAULT_ENV = "SIMHASH_SPARK_FAULT"
 PAUSE_ENV = "SIMHASH_SPARK_PAUSE"
+NO_EXCHANGE_ENV = "SIMHASH_SPARK_NO_EXCHANGE"
 
 
 class InjectedFault(RuntimeError):
@@ -49,3 +54,7 @@ def maybe_pause(stage: str) -> None:
     if want_stage == stage:
         Path(marker).touch()
         time.sleep(3600)
+
+
+def exchange_disabled() -> bool:
+    return os.environ.get(NO_EXCHANGE_ENV) == "1"

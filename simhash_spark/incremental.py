@@ -14,6 +14,12 @@ documents consists of batch-batch edges only. ``matched_index_id`` is the earlie
 date, then id) of the document's component among the batch and the touched entries; it can differ from
 the earliest of the full cluster when that cluster joins two older clusters only through index-index
 pairs the run does not look at (tested and documented in the README).
+
+A run of date D sees the entries of earlier dates only (``run_date < D``), so a rerun of D, in whatever
+order dates are rerun, sees what D's first run saw and gives the same outputs.
+
+:class:`IndexSession` owns the protocol of one run against the index: open (lease, checks), lookup,
+commit (snapshot, then the manifest version: see ``simhash_spark.index_store``), finish or abort.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pyspark import StorageLevel
@@ -41,9 +47,11 @@ from simhash_spark.core.index_model import (
     model_signature,
     rate_check,
 )
-from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAlert
+from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAlert, essence
+from simhash_spark.faults import maybe_pause
 from simhash_spark.index_store import IndexStore, now
-from simhash_spark.io import FileSystem
+from simhash_spark.lease import Lease, describe_blockers
+from simhash_spark.storage import FileSystem
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
 from simhash_spark.transforms.index_rows import doc_bucket, index_keys, touched_entries
 
@@ -54,37 +62,44 @@ KEY_ROW_GROUP_BYTES = 256 * 1024
 ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
-def check_run_date(run_date: str) -> str:
+def check_run_date(run_date: str, *, allow_future: bool = False, today: date | None = None) -> str:
+    """A calendar date YYYY-MM-DD, at most one day after today (UTC) unless ``allow_future``: a typo'd
+    year would otherwise enter the index and move every retention cutoff."""
     if not _DATE.match(run_date):
         raise ConfigError(f"--run-date {run_date!r}: expected YYYY-MM-DD")
     try:
-        date.fromisoformat(run_date)
+        day = date.fromisoformat(run_date)
     except ValueError:
         raise ConfigError(f"--run-date {run_date!r}: not a calendar date") from None
+    today = today or datetime.now(UTC).date()
+    if day > today + timedelta(days=1) and not allow_future:
+        raise ConfigError(
+            f"--run-date {run_date}: more than one day after today ({today.isoformat()}); "
+            "pass --allow-future-run-date if that is meant"
+        )
     return run_date
 
 
-@dataclass
-class IndexRun:
-    """An index opened for one run: the manifest the run builds on (possibly rebuilt in memory, committed
-    only with the run) and the snapshots it reads."""
+def open_store(spark: SparkSession, path: str) -> IndexStore:
+    return IndexStore(FileSystem(spark, path), path)
 
-    store: IndexStore
-    path: str
-    run_date: str
-    base: Manifest  # what the run reads and commits on top of
-    version_before: int
-    created: bool
-    rebuilt_from: int | None = None
-    stats: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def snapshots(self) -> list[str]:
-        return [s.id for s in self.base.snapshots if self.run_date not in s.runs]
-
-    @property
-    def layout(self) -> IndexLayout:
-        return self.base.layout
+def take_lease(store: IndexStore, *, purpose: str, timeout_s: float) -> Lease:
+    """This process's writer lease on the index; exit 2 if the index is unwritable or another live writer
+    started first."""
+    lease = Lease(store.files, store.leases_dir, "", purpose=purpose, timeout_s=timeout_s)
+    try:
+        lease.acquire()
+    except Exception as e:
+        raise FingerprintIndexError(f"index {store.root} is not writable: {essence(e)}") from None
+    blockers = lease.earlier_live()
+    if blockers:
+        lease.release()
+        raise FingerprintIndexError(
+            f"index {store.root} is being written by another process: {describe_blockers(blockers)}. One "
+            "writer at a time; this run did nothing. A writer that died holds its lease until it is stale"
+        )
+    return lease
 
 
 def _signature(cfg: Config) -> dict[str, Any]:
@@ -103,63 +118,288 @@ def new_layout(cfg: Config) -> IndexLayout:
     return layout
 
 
-def open_store(spark: SparkSession, path: str) -> IndexStore:
-    return IndexStore(FileSystem(spark, path), path)
-
-
-def open_index(spark: SparkSession, cfg: Config, *, path: str, run_date: str, rebuild: bool) -> IndexRun:
-    """Read the manifest and check this run may use the index: same fingerprint model (or ``rebuild``),
-    k within what its tables serve, the run date not inside a compacted snapshot."""
-    if cfg.input.title_column and cfg.title.rule == "or":
-        raise ConfigError(
-            'title.rule: "or" is not supported with --index (the index stores body keys only); use "and"'
+def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
+    diffs = model_differences(manifest.model, _signature(cfg))
+    if diffs:
+        return (
+            f"index {path} was built with a different fingerprint model ("
+            + "; ".join(diffs[:6])
+            + (f"; {len(diffs) - 6} more" if len(diffs) > 6 else "")
+            + "). Use the index's settings, a new index, or --rebuild-index to refingerprint "
+            "its stored texts with this run's model"
         )
-    store = open_store(spark, path)
-    manifest = store.manifest()
-    sig = _signature(cfg)
-    k = cfg.policy.largest
-    if manifest is None:
-        base = Manifest(version=0, model=sig, layout=new_layout(cfg), id_type="")
-        log.info("index %s: new index, tables %s", path, base.layout.scheme)
-        return IndexRun(store, path, run_date, base, 0, created=True)
-    diffs = model_differences(manifest.model, sig)
-    run = IndexRun(store, path, run_date, manifest, manifest.version, created=False)
-    if diffs or k > manifest.layout.max_distance:
-        if not rebuild:
-            if diffs:
-                raise FingerprintIndexError(
-                    f"index {path} was built with a different fingerprint model ("
-                    + "; ".join(diffs[:6])
-                    + (f"; {len(diffs) - 6} more" if len(diffs) > 6 else "")
-                    + "). Use the index's settings, a new index, or --rebuild-index to refingerprint "
-                    "its stored texts with this run's model"
-                )
-            raise FingerprintIndexError(
-                f"index {path}: its tables find pairs up to {manifest.layout.max_distance} bits, this run "
-                f"asks for {k} (match.max_distance / match.length_steps); --rebuild-index rebuilds the tables"
+    if cfg.policy.largest > manifest.layout.max_distance:
+        return (
+            f"index {path}: its tables find pairs up to {manifest.layout.max_distance} bits, this run "
+            f"asks for {cfg.policy.largest} (match.max_distance / match.length_steps); --rebuild-index "
+            "rebuilds the tables"
+        )
+    return None
+
+
+@dataclass
+class IndexSession:
+    """One run's use of the index: the manifest it reads and commits on top of (possibly rebuilt in
+    memory, committed only with the run), its run date, its lease."""
+
+    spark: SparkSession
+    store: IndexStore
+    path: str
+    run_date: str
+    base: Manifest
+    lease: Lease
+    version_before: int
+    created: bool
+    rebuilt_from: int | None = None
+    committed: Manifest | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, spark: SparkSession, cfg: Config, *, path: str, run_date: str, rebuild: bool
+    ) -> IndexSession:
+        """Take the lease, read (or create) the manifest, and check this run may use the index: same
+        fingerprint model (or ``rebuild``), k within what its tables serve, the run date not inside a
+        compacted snapshot (unless rebuilding, which separates it out)."""
+        if cfg.input.title_column and cfg.title.rule == "or":
+            raise ConfigError(
+                'title.rule: "or" is not supported with --index (the index stores body keys only); use "and"'
             )
-        run.rebuilt_from = manifest.version
-    own = manifest.snapshot_of(run_date)
-    if own is not None and own.runs != (run_date,) and run.rebuilt_from is None:
-        raise FingerprintIndexError(
-            f"index {path}: run {run_date} was compacted into snapshot {own.id} with other runs "
-            f"({len(own.runs)} run dates); rerunning it would add its documents twice"
+        store = open_store(spark, path)
+        manifest = store.manifest()  # refuses a folder that is not an index before touching it
+        lease = take_lease(
+            store, purpose=f"dedup run {run_date}", timeout_s=cfg.writers.lease_timeout_seconds
         )
-    return run
+        try:
+            return cls._open(spark, cfg, store, manifest, lease, run_date, rebuild)
+        except BaseException:
+            lease.release()
+            raise
 
+    @classmethod
+    def _open(
+        cls,
+        spark: SparkSession,
+        cfg: Config,
+        store: IndexStore,
+        manifest: Manifest | None,
+        lease: Lease,
+        run_date: str,
+        rebuild: bool,
+    ) -> IndexSession:
+        path = store.root
+        if manifest is None:
+            manifest = Manifest(version=0, model=_signature(cfg), layout=new_layout(cfg), id_type="")
+            if store.create(manifest):
+                log.info("index %s: new index, tables %s", path, manifest.layout.scheme)
+                return cls(spark, store, path, run_date, manifest, lease, 0, created=True)
+            manifest = store.manifest()  # another writer created it first
+            assert manifest is not None
+        session = cls(spark, store, path, run_date, manifest, lease, manifest.version, created=False)
+        problem = _model_problem(manifest, cfg, path)
+        if problem and not rebuild:
+            raise FingerprintIndexError(problem)
+        if problem:
+            session.rebuilt_from = manifest.version
+        own = manifest.snapshot_of(run_date)
+        if own is not None and own.runs != (run_date,) and session.rebuilt_from is None:
+            raise FingerprintIndexError(
+                f"index {path}: run {run_date} was compacted into snapshot {own.id} with other runs "
+                f"({len(own.runs)} run dates); rerunning it would add its documents twice"
+            )
+        return session
 
-# --- reading -----------------------------------------------------------------------------------------
+    @property
+    def layout(self) -> IndexLayout:
+        return self.base.layout
 
+    @property
+    def snapshots(self) -> list[str]:
+        """The snapshots this run reads (entries of earlier run dates)."""
+        return [s.id for s in self.base.visible_snapshots(self.run_date)]
 
-def _read(spark: SparkSession, dirs: list[str], columns: list[str]) -> DataFrame | None:
-    return spark.read.parquet(*dirs).select(*columns) if dirs else None
+    def visible(self, df: DataFrame) -> DataFrame:
+        """The rows of stored entries this run sees: earlier run dates only."""
+        return df.where(F.col(C.RUN_DATE) < F.lit(self.run_date))
 
+    def _read(self, dirs: list[str], columns: list[str]) -> DataFrame | None:
+        return self.visible(self.spark.read.parquet(*dirs)).select(*columns) if dirs else None
 
-def read_entries(spark: SparkSession, run: IndexRun, buckets: set[int] | None) -> DataFrame | None:
-    """Stored documents (``ENTRY_COLUMNS``) of the given buckets (None: all), this run date's excluded."""
-    dirs = run.store.partition_dirs(run.snapshots, "docs", buckets)
-    df = _read(spark, dirs, list(ENTRY_COLUMNS))
-    return df.where(F.col(C.RUN_DATE) != run.run_date) if df is not None else None
+    def read_entries(self, buckets: set[int] | None) -> DataFrame | None:
+        """Stored documents (``ENTRY_COLUMNS``) this run sees, of the given buckets (None: all)."""
+        return self._read(self.store.partition_dirs(self.snapshots, "docs", buckets), list(ENTRY_COLUMNS))
+
+    def _entry_counts(self) -> tuple[int, int]:
+        """(entries, key rows) of the snapshots this run reads."""
+        read = set(self.snapshots)
+        snaps = [s for s in self.base.snapshots if s.id in read]
+        return sum(s.docs_rows for s in snaps), sum(s.keys_rows for s in snaps)
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def _known_ids(self, fps: DataFrame, persisted: list[DataFrame]) -> tuple[DataFrame, int]:
+        """``fps`` with the ids the index holds already (from earlier dates) marked, and their number."""
+        from simhash_spark.transforms.incremental import mark_already_indexed
+
+        known = self._read(self.store.partition_dirs(self.snapshots, "docs", None), [C.ID])
+        if known is None:
+            return fps, 0
+        known_ids = known.join(fps.select(C.ID), on=C.ID, how="left_semi").persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        persisted.append(known_ids)
+        n_known = known_ids.count()
+        return (mark_already_indexed(fps, known_ids) if n_known else fps), n_known
+
+    def _touched(
+        self, bkeys: DataFrame, key_dirs: list[str], k: int, persisted: list[DataFrame]
+    ) -> tuple[DataFrame | None, int, int]:
+        """The entries within ``k`` of a batch key: (entries or None, key rows read, doc folders read)."""
+        ikeys = self._read(key_dirs, [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
+        if ikeys is None:
+            return None, 0, 0
+        ikeys = ikeys.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(ikeys)
+        key_rows_read = ikeys.count()
+        found = touched_entries(bkeys, ikeys, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(found)
+        bucket = doc_bucket(F.col(C.FINGERPRINT), self.layout.doc_bits).alias("b")
+        buckets = {int(r["b"]) for r in found.select(bucket).distinct().collect()}
+        doc_dirs = self.store.partition_dirs(self.snapshots, "docs", buckets) if buckets else []
+        docs = self._read(doc_dirs, list(ENTRY_COLUMNS))
+        if docs is None:
+            return None, key_rows_read, 0
+        touched = docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
+        return touched, key_rows_read, len(doc_dirs)
+
+    def lookup(self, fps: DataFrame, k: int, persisted: list[DataFrame]) -> Lookup:
+        """Find the index entries the batch touches, reading only the key partitions its keys fall in.
+
+        In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them.
+        """
+        id_type = dict(fps.dtypes)[C.ID]
+        if self.base.id_type and self.base.id_type != id_type:
+            raise FingerprintIndexError(
+                f"index {self.path}: ids are {self.base.id_type}, this input's id column is {id_type}"
+            )
+        fps, n_known = self._known_ids(fps, persisted)
+        batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
+            C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(self.run_date).alias(C.RUN_DATE)
+        )
+        bkeys = index_keys(batch, layout=self.layout).persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(bkeys)
+        parts = {int(r[C.PART]) for r in bkeys.select(C.PART).distinct().collect()}
+        key_dirs = self.store.partition_dirs(self.snapshots, "keys", parts)
+        touched, key_rows_read, n_doc_dirs = self._touched(bkeys, key_dirs, k, persisted)
+        if touched is None:
+            touched = self.spark.createDataFrame([], _entry_schema(id_type))
+        touched = touched.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted.append(touched)
+        entries, key_rows = self._entry_counts()
+        stats = {
+            "path": self.path,
+            "run_date": self.run_date,
+            "created": self.created,
+            "rebuilt_from_version": self.rebuilt_from,
+            "version_before": self.version_before,
+            "entries_before": entries,
+            "snapshots_read": len(self.snapshots),
+            "key_rows_total": key_rows,
+            "key_rows_read": key_rows_read,
+            "key_partitions_per_snapshot": self.layout.n_parts(),
+            "key_partitions_needed": len(parts),
+            "key_partition_folders_read": len(key_dirs),
+            # ids are checked against every entry (one column): a re-sent id must not be indexed twice
+            "id_rows_scanned": entries,
+            "doc_bucket_folders_read": n_doc_dirs,
+            "touched_entries": touched.count(),
+            "already_indexed": n_known,
+            "tables": self.layout.scheme,
+            "max_distance": self.layout.max_distance,
+        }
+        return Lookup(fps, touched, stats)
+
+    # --- rebuilding ---------------------------------------------------------------------------------
+
+    def rebuild(self, cfg: Config) -> None:
+        """Refingerprint every stored text (of every date but this run's, which the run adds again) with
+        this run's model into one new snapshot (new tables too); the result becomes ``base`` and is
+        committed with the run."""
+        old = self.base
+        dirs = self.store.partition_dirs([s.id for s in old.snapshots], "docs", None)
+        layout = new_layout(cfg)
+        snap_id = self.store.new_snapshot("rebuild", self.lease.writer)
+        runs = tuple(sorted({d for s in old.snapshots for d in s.runs if d != self.run_date}))
+        if dirs:
+            entries = self.spark.read.parquet(*dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
+            fresh = refingerprint(entries.select(*ENTRY_COLUMNS), cfg)
+            snapshot = write_snapshot(self.store, layout, fresh, snap_id, runs)
+        else:
+            snapshot = Snapshot(snap_id, runs, 0, 0, now())
+        self.base = dataclasses.replace(
+            old,
+            model=_signature(cfg),
+            layout=layout,
+            snapshots=(snapshot,) if runs else (),
+            runs=tuple(
+                dataclasses.replace(r, snapshot=snap_id) for r in old.runs if r.run_date != self.run_date
+            ),
+        )
+        log.info(
+            "index %s: rebuilt %d entries with this run's model (tables %s)",
+            self.path,
+            snapshot.docs_rows,
+            layout.scheme,
+        )
+
+    # --- monitoring and committing ------------------------------------------------------------------
+
+    def monitor(self, rate: float, cfg: Config) -> dict[str, Any]:
+        """The dedup rate against the recent runs recorded in the index (earlier run dates only)."""
+        history = [r.dedup_rate for r in self.base.runs if r.run_date < self.run_date]
+        return rate_check(rate, history, cfg.monitor)
+
+    def raise_if_alarming(self, result: dict[str, Any]) -> None:
+        if result["ok"]:
+            return
+        raise MonitorAlert(
+            f"dedup rate {result['dedup_rate']:.4f} on {self.run_date} is outside the monitoring band "
+            f"{result['band'][0]:.4f}..{result['band'][1]:.4f} (median {result['recent_median']:.4f} of the "
+            f"last {result['runs_considered']} runs in index {self.path}); nothing was published or added to "
+            "the index. If the change is expected, rerun with --set monitor.max_factor=0"
+        )
+
+    def commit(self, entries: DataFrame, *, id_type: str, record: RunRecord) -> Snapshot:
+        """Write the batch's snapshot, then commit the next manifest version (the moment the run becomes
+        part of the index). Fails, adding nothing, if another writer committed first."""
+        snap_id = self.store.new_snapshot(self.run_date, self.lease.writer)
+        snap = write_snapshot(self.store, self.layout, entries, snap_id, (self.run_date,))
+        maybe_pause("index-snapshot-written")
+        base = self.base if self.base.id_type else dataclasses.replace(self.base, id_type=id_type)
+        manifest = base.with_run(snap, dataclasses.replace(record, snapshot=snap.id, appended=snap.docs_rows))
+        self.store.commit(manifest, before_link=lambda: maybe_pause("index-committing"))
+        self.committed = manifest
+        maybe_pause("index-committed")
+        return snap
+
+    def finish(self) -> None:
+        """After the output is published: tidy folders the commit replaced (a failure here is only
+        logged: the run's result stands), then release the lease."""
+        try:
+            if self.committed is not None:
+                replaced = self.store.read_version(self.version_before) if self.version_before >= 0 else None
+                removed = self.store.remove_unlisted(self.committed, replaced, self.lease)
+                if removed:
+                    log.info("index %s: removed %d unlisted snapshot folder(s)", self.path, len(removed))
+        except Exception as e:
+            log.warning("index %s: could not remove replaced snapshot folders: %s", self.path, essence(e))
+        finally:
+            self.lease.release()
+
+    def abort(self) -> None:
+        """After a failure: release the lease; the snapshot folder a failed run wrote is listed by no
+        manifest and is removed by a later run's cleanup."""
+        self.lease.release()
 
 
 @dataclass
@@ -169,104 +409,28 @@ class Lookup:
     stats: dict[str, Any]
 
 
-def lookup(
-    spark: SparkSession, run: IndexRun, fps: DataFrame, cfg: Config, persisted: list[DataFrame]
-) -> Lookup:
-    """Find the index entries the batch touches, reading only the key partitions its keys fall in.
-
-    In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them.
-    """
-    from simhash_spark.transforms.incremental import mark_already_indexed
-
-    layout = run.layout
-    id_type = dict(fps.dtypes)[C.ID]
-    if run.base.id_type and run.base.id_type != id_type:
-        raise FingerprintIndexError(
-            f"index {run.path}: ids are {run.base.id_type}, this input's id column is {id_type}"
-        )
-    all_docs = run.store.partition_dirs(run.snapshots, "docs", None)
-    known = _read(spark, all_docs, [C.ID, C.RUN_DATE])
-    n_known = 0
-    if known is not None:
-        known_ids = (
-            known.where(F.col(C.RUN_DATE) != run.run_date)
-            .join(fps.select(C.ID), on=C.ID, how="left_semi")
-            .select(C.ID)
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        persisted.append(known_ids)
-        n_known = known_ids.count()
-        if n_known:
-            fps = mark_already_indexed(fps, known_ids)
-    batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-        C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(run.run_date).alias(C.RUN_DATE)
-    )
-    bkeys = index_keys(batch, layout=layout).persist(StorageLevel.MEMORY_AND_DISK)
-    persisted.append(bkeys)
-    parts = {int(r[C.PART]) for r in bkeys.select(C.PART).distinct().collect()}
-    key_dirs = run.store.partition_dirs(run.snapshots, "keys", parts)
-    ikeys = _read(spark, key_dirs, [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
-    empty = spark.createDataFrame([], _entry_schema(fps))
-    key_rows_read = 0
-    n_doc_dirs = 0
-    if ikeys is None:
-        touched = empty
-    else:
-        ikeys = ikeys.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(ikeys)
-        key_rows_read = ikeys.count()
-        found = touched_entries(bkeys, ikeys, max_distance=cfg.policy.largest).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        persisted.append(found)
-        buckets = {
-            int(r["b"])
-            for r in found.select(doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits).alias("b"))
-            .distinct()
-            .collect()
-        }
-        doc_dirs = run.store.partition_dirs(run.snapshots, "docs", buckets) if buckets else []
-        n_doc_dirs = len(doc_dirs)
-        docs = _read(spark, doc_dirs, list(ENTRY_COLUMNS))
-        if docs is not None:
-            docs = docs.where(F.col(C.RUN_DATE) != run.run_date)
-        touched = (
-            docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
-            if docs is not None and buckets
-            else empty
-        )
-    touched = touched.persist(StorageLevel.MEMORY_AND_DISK)
-    persisted.append(touched)
-    n_touched = touched.count()
-    stats = {
-        "path": run.path,
-        "run_date": run.run_date,
-        "created": run.created,
-        "rebuilt_from_version": run.rebuilt_from,
-        "version_before": run.version_before,
-        "entries_before": sum(s.docs_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
-        "snapshots_read": len(run.snapshots),
-        "key_rows_total": sum(s.keys_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
-        "key_rows_read": key_rows_read,
-        "key_partitions_per_snapshot": layout.n_parts(),
-        "key_partitions_needed": len(parts),
-        "key_partition_folders_read": len(key_dirs),
-        # ids are checked against every entry (one column): a re-sent id must not be indexed twice
-        "id_rows_scanned": sum(s.docs_rows for s in run.base.snapshots if s.id in set(run.snapshots)),
-        "doc_bucket_folders_read": n_doc_dirs,
-        "touched_entries": n_touched,
-        "already_indexed": n_known,
-        "tables": layout.scheme,
-        "max_distance": layout.max_distance,
-    }
-    return Lookup(fps, touched, stats)
-
-
-def _entry_schema(fps: DataFrame) -> str:
-    id_type = dict(fps.dtypes)[C.ID]
+def _entry_schema(id_type: str) -> str:
     return (
         f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
         f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
+    )
+
+
+def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
+    return spark.createDataFrame([], _entry_schema(id_type or "string"))
+
+
+def run_record(run_date: str, stats: dict[str, Any]) -> RunRecord:
+    """What the manifest records of a run (snapshot and appended are filled in at commit)."""
+    return RunRecord(
+        run_date=run_date,
+        snapshot="",
+        input_rows=int(stats["input_rows"]),
+        appended=0,
+        duplicates=int(stats["duplicates"]),
+        dedup_rate=float(stats["dedup_rate"]),
+        matched_index=int(stats["index"]["batch_documents_matched"]),
+        finished=now(),
     )
 
 
@@ -290,10 +454,24 @@ def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFram
     )
 
 
+def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
+    """Stored entries (``ENTRY_COLUMNS``) with fingerprints recomputed by ``cfg``'s model."""
+    extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
+    fps = add_fingerprints(entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra)
+    if cfg.input.title_column:
+        fps = add_title_fingerprints(fps, model=cfg.title_model)
+    title_fp = F.col(C.TITLE_FINGERPRINT) if cfg.input.title_column else F.lit(None).cast("bigint")
+    fresh = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
+        C.ID, C.FINGERPRINT, C.N_CHARS, title_fp.alias(C.TITLE_FINGERPRINT), C.RUN_DATE
+    )
+    return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
+
+
 def write_snapshot(
     store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
 ) -> Snapshot:
-    """Write ``entries`` (``ENTRY_COLUMNS``) as a snapshot folder; invisible until a manifest lists it."""
+    """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder; invisible until a manifest
+    lists it."""
     entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         n = entries.count()
@@ -321,95 +499,3 @@ def write_snapshot(
     finally:
         entries.unpersist()
     return Snapshot(snapshot, runs, n * len(layout.masks()), n, now())
-
-
-def rebuild(spark: SparkSession, cfg: Config, run: IndexRun) -> None:
-    """Refingerprint every stored text with this run's model into one new snapshot (new tables too);
-    the result becomes ``run.base`` and is committed with the run."""
-    old = run.base
-    entries = read_entries(spark, run, None)
-    layout = new_layout(cfg)
-    snap_id = run.store.new_snapshot_id("rebuild")
-    runs = tuple(sorted({r.run_date for r in old.runs if r.run_date != run.run_date}))
-    if entries is None:
-        snapshot = Snapshot(snap_id, runs, 0, 0, now())
-    else:
-        extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
-        fps = add_fingerprints(
-            entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra
-        )
-        if cfg.input.title_column:
-            fps = add_title_fingerprints(fps, model=cfg.title_model)
-        docs = entries.select(C.ID, C.TEXT, C.TITLE)
-        fresh = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-            C.ID,
-            C.FINGERPRINT,
-            C.N_CHARS,
-            (F.col(C.TITLE_FINGERPRINT) if cfg.input.title_column else F.lit(None).cast("bigint")).alias(
-                C.TITLE_FINGERPRINT
-            ),
-            C.RUN_DATE,
-        )
-        entries = fresh.join(docs, on=C.ID, how="inner").select(*ENTRY_COLUMNS)
-        snapshot = write_snapshot(run.store, layout, entries, snap_id, runs)
-    run.base = dataclasses.replace(
-        old,
-        model=_signature(cfg),
-        layout=layout,
-        snapshots=(snapshot,),
-        runs=tuple(dataclasses.replace(r, snapshot=snap_id) for r in old.runs if r.run_date != run.run_date),
-    )
-    log.info(
-        "index %s: rebuilt %d entries with this run's model (tables %s)",
-        run.path,
-        snapshot.docs_rows,
-        layout.scheme,
-    )
-
-
-def monitor(run: IndexRun, rate: float, cfg: Config) -> dict[str, Any]:
-    """The dedup rate against the recent runs recorded in the index (earlier run dates only)."""
-    history = [
-        r.dedup_rate for r in sorted(run.base.runs, key=lambda r: r.run_date) if r.run_date < run.run_date
-    ]
-    return rate_check(rate, history, cfg.monitor)
-
-
-def raise_if_alarming(result: dict[str, Any], run: IndexRun) -> None:
-    if result["ok"]:
-        return
-    raise MonitorAlert(
-        f"dedup rate {result['dedup_rate']:.4f} on {run.run_date} is outside the monitoring band "
-        f"{result['band'][0]:.4f}..{result['band'][1]:.4f} (median {result['recent_median']:.4f} of the last "
-        f"{result['runs_considered']} runs in index {run.path}); nothing was published or added to the index. "
-        "If the change is expected, rerun with --set monitor.max_factor=0"
-    )
-
-
-def commit(
-    run: IndexRun, entries: DataFrame, *, id_type: str, summary: dict[str, Any]
-) -> tuple[Snapshot, Manifest]:
-    """Write the batch's snapshot (before publishing the run's output)."""
-    snap = write_snapshot(
-        run.store, run.layout, entries, run.store.new_snapshot_id(run.run_date), (run.run_date,)
-    )
-    record = RunRecord(
-        run_date=run.run_date,
-        snapshot=snap.id,
-        input_rows=int(summary["input_rows"]),
-        appended=snap.docs_rows,
-        duplicates=int(summary["duplicates"]),
-        dedup_rate=float(summary["dedup_rate"]),
-        matched_index=int(summary["index"]["batch_documents_matched"]),
-        finished=now(),
-    )
-    base = run.base if run.base.id_type else dataclasses.replace(run.base, id_type=id_type)
-    return snap, base.with_run(snap, record)
-
-
-def finish(run: IndexRun, manifest: Manifest) -> None:
-    """Commit the manifest (the moment the run becomes part of the index), then tidy replaced folders."""
-    run.store.commit(manifest)
-    removed = run.store.remove_unlisted(manifest)
-    if removed:
-        log.info("index %s: removed %d unlisted snapshot folder(s)", run.path, len(removed))

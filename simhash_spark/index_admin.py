@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import Manifest
+from simhash_spark.core.index_model import Manifest, Snapshot
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.incremental import ENTRY_COLUMNS, open_store, write_snapshot
-from simhash_spark.index_store import ArrowFiles, IndexStore, describe
+from simhash_spark.incremental import ENTRY_COLUMNS, open_store, take_lease, write_snapshot
+from simhash_spark.index_store import IndexStore, describe
+from simhash_spark.lease import Lease
+from simhash_spark.storage import ArrowFiles
 
 log = logging.getLogger(__name__)
 
@@ -31,29 +33,89 @@ def stats(path: str) -> dict[str, Any]:
     return {"path": path, **describe(manifest), "bytes": snap_bytes}
 
 
-def compact(
-    spark: SparkSession, path: str, *, keep_recent: int = 7, retention_days: int = 0, min_snapshots: int = 2
-) -> dict[str, Any]:
-    """Merge the snapshots of all but the last ``keep_recent`` run dates into one (reruns of those recent
-    dates keep working: a run date inside a merged snapshot cannot be rerun), dropping entries whose run
-    date is more than ``retention_days`` (0: none) before the latest run. Does nothing when fewer than
-    ``min_snapshots`` snapshots would be merged and nothing is to be dropped."""
-    store = open_store(spark, path)
-    manifest = store.manifest()
-    if manifest is None:
-        raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
+def retention_cutoff(dates: list[str], retention_days: int, today: date) -> str | None:
+    """Entries of run dates before the cutoff are dropped: ``retention_days`` before the latest run date,
+    that date capped at tomorrow, so a run date typed years ahead cannot move the cutoff past the
+    history."""
+    if not retention_days or not dates:
+        return None
+    reference = min(date.fromisoformat(dates[-1]), today + timedelta(days=1))
+    return (reference - timedelta(days=retention_days)).isoformat()
+
+
+def _plan(manifest: Manifest, keep_recent: int) -> tuple[list[Snapshot], list[Snapshot]]:
+    """(snapshots to merge, snapshots to keep as they are)."""
     dates = sorted({d for s in manifest.snapshots for d in s.runs})
     recent = set(dates[-keep_recent:]) if keep_recent else set()
     merge = [s for s in manifest.snapshots if not set(s.runs) & recent]
     keep = [s for s in manifest.snapshots if set(s.runs) & recent]
-    cutoff = (
-        (date.fromisoformat(dates[-1]) - timedelta(days=retention_days)).isoformat()
-        if retention_days and dates
-        else None
-    )
+    return merge, keep
+
+
+def _dropped_entries(manifest: Manifest, merge: list[Snapshot], cutoff: str | None) -> int:
+    """Entries a compaction with ``cutoff`` drops, from the run records (exact unless ids were re-sent)."""
+    if cutoff is None:
+        return 0
+    merged_dates = {d for s in merge for d in s.runs}
+    return sum(r.appended for r in manifest.runs if r.run_date < cutoff and r.run_date in merged_dates)
+
+
+def compact(
+    spark: SparkSession,
+    path: str,
+    *,
+    keep_recent: int = 7,
+    retention_days: int = 0,
+    min_snapshots: int = 2,
+    max_drop_fraction: float = 0.5,
+    lease_timeout_s: float = 120.0,
+    today: date | None = None,
+) -> dict[str, Any]:
+    """Merge the snapshots of all but the last ``keep_recent`` run dates into one (reruns of those recent
+    dates keep working: a run date inside a merged snapshot cannot be rerun), dropping entries whose run
+    date is before the retention cutoff (``retention_cutoff``). Refuses (exit 2) to drop more than
+    ``max_drop_fraction`` of the entries. Does nothing when fewer than ``min_snapshots`` snapshots would
+    be merged and nothing is to be dropped. Takes the index's writer lease for its duration."""
+    store = open_store(spark, path)
+    if store.manifest() is None:
+        raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
+    lease = take_lease(store, purpose="index compact", timeout_s=lease_timeout_s)
+    try:
+        manifest = store.manifest()
+        assert manifest is not None
+        report = _compact(
+            spark,
+            store,
+            manifest,
+            lease,
+            keep_recent,
+            retention_days,
+            min_snapshots,
+            max_drop_fraction,
+            today or datetime.now(UTC).date(),
+        )
+    finally:
+        lease.release()
+    return report
+
+
+def _compact(
+    spark: SparkSession,
+    store: IndexStore,
+    manifest: Manifest,
+    lease: Lease,
+    keep_recent: int,
+    retention_days: int,
+    min_snapshots: int,
+    max_drop_fraction: float,
+    today: date,
+) -> dict[str, Any]:
+    dates = sorted({d for s in manifest.snapshots for d in s.runs})
+    cutoff = retention_cutoff(dates, retention_days, today)
+    merge, keep = _plan(manifest, keep_recent)
     dropping = cutoff is not None and any(d < cutoff for s in merge for d in s.runs)
     report: dict[str, Any] = {
-        "path": path,
+        "path": store.root,
         "snapshots_before": len(manifest.snapshots),
         "entries_before": manifest.entries,
         "retention_cutoff": cutoff,
@@ -64,18 +126,14 @@ def compact(
             "compacted": False,
             "reason": f"{len(merge)} snapshot(s) to merge, below {min_snapshots}",
         }
-    dirs = store.partition_dirs([s.id for s in merge], "docs", None)
-    runs = tuple(sorted(d for s in merge for d in s.runs if cutoff is None or d >= cutoff))
-    snap_id = store.new_snapshot_id("compact")
-    if dirs:
-        entries = spark.read.parquet(*dirs).select(*ENTRY_COLUMNS)
-        if cutoff is not None:
-            entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
-        merged = write_snapshot(store, manifest.layout, entries, snap_id, runs)
-    else:
-        merged = write_snapshot(
-            store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
+    drop = _dropped_entries(manifest, merge, cutoff)
+    if manifest.entries and drop > max_drop_fraction * manifest.entries:
+        raise FingerprintIndexError(
+            f"index {store.root}: retention cutoff {cutoff} would drop {drop} of {manifest.entries} entries "
+            f"({drop / manifest.entries:.0%}), more than --max-drop-fraction {max_drop_fraction}; check the "
+            "run dates the index holds (index stats), or pass a larger --max-drop-fraction"
         )
+    merged = _merge(spark, store, manifest, merge, cutoff, lease.writer)
     merged_ids = {s.id for s in merge}
     new = dataclasses.replace(
         manifest,
@@ -89,9 +147,13 @@ def compact(
         ),
     )
     store.commit(new)
-    removed = store.remove_unlisted(new)
+    removed = store.remove_unlisted(new, manifest, lease)
     log.info(
-        "index %s: merged %d snapshots into %s, removed %d folders", path, len(merge), merged.id, len(removed)
+        "index %s: merged %d snapshots into %s, removed %d folders",
+        store.root,
+        len(merge),
+        merged.id,
+        len(removed),
     )
     return {
         **report,
@@ -103,6 +165,28 @@ def compact(
         "dropped_entries": manifest.entries - new.entries,
         "version": new.version,
     }
+
+
+def _merge(
+    spark: SparkSession,
+    store: IndexStore,
+    manifest: Manifest,
+    merge: list[Snapshot],
+    cutoff: str | None,
+    writer: str,
+) -> Snapshot:
+    """One new snapshot with the entries of ``merge`` from ``cutoff`` on."""
+    dirs = store.partition_dirs([s.id for s in merge], "docs", None)
+    runs = tuple(sorted(d for s in merge for d in s.runs if cutoff is None or d >= cutoff))
+    snap_id = store.new_snapshot("compact", writer)
+    if not dirs:
+        return write_snapshot(
+            store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
+        )
+    entries = spark.read.parquet(*dirs).select(*ENTRY_COLUMNS)
+    if cutoff is not None:
+        entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
+    return write_snapshot(store, manifest.layout, entries, snap_id, runs)
 
 
 def _schema(manifest: Manifest) -> str:

@@ -1,88 +1,44 @@
-"""The index on storage: manifest versions, snapshot folders, and reading only the partitions a batch
-needs. Works through any file system with the few operations of :class:`Files`: the Hadoop file system
-of a Spark session (``io.FileSystem``) in jobs, pyarrow's file systems in ``check`` and ``index stats``,
-which start no Spark."""
+"""The index on storage: manifest versions, snapshot folders, writer leases, and reading only the
+partitions a batch needs. Works through any :class:`~simhash_spark.storage.Files`: the Hadoop file system
+of a Spark session in jobs, pyarrow's file systems in ``check`` and ``index stats``, which start no Spark.
+
+The commit protocol (docs/reliability.md):
+
+- The current state of an index is the highest ``_manifest/vNNNNNNNN.json``. A commit creates the next
+  number with an atomic create-if-absent, so of two writers building on the same version exactly one
+  wins; the other's commit fails and it publishes nothing.
+- Only an absent or empty folder becomes a new index (version 0 is created at once). A folder with
+  anything else in it and no readable manifest is refused, never cleaned.
+- Every snapshot folder carries ``_writer.json`` naming the writer that created it. Cleanup removes a
+  snapshot folder the current manifest does not list only if the manifest it replaced listed it, or its
+  writer holds no live lease (``_leases/``): never a folder it cannot prove is the index's own, never one
+  a live writer may still be writing.
+"""
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from simhash_spark.core.index_model import Manifest
-from simhash_spark.errors import FingerprintIndexError
+from simhash_spark.errors import FingerprintIndexError, essence
+from simhash_spark.lease import Lease
+from simhash_spark.storage import Files, join
 
 _VERSION = re.compile(r"^v(\d{8})\.json$")
 _PART = re.compile(r"^(?:part|bucket)=(\d+)$")
-
-
-class Files(Protocol):
-    def exists(self, path: str) -> bool: ...
-    def read_text(self, path: str) -> str: ...
-    def write_text(self, path: str, text: str) -> None: ...
-    def rename(self, src: str, dst: str) -> None: ...
-    def delete(self, path: str) -> None: ...
-    def mkdirs(self, path: str) -> None: ...
-    def list_names(self, path: str) -> list[str]: ...
-
-
-class ArrowFiles:
-    """``Files`` over pyarrow's file systems (local paths, ``hdfs://``, ``s3://``, ...)."""
-
-    def __init__(self, root: str) -> None:
-        from pyarrow import fs as pafs
-
-        self._pafs = pafs
-        if "://" in root and not root.startswith("file://"):
-            self.fs, self.root = pafs.FileSystem.from_uri(root)
-        else:
-            self.fs = pafs.LocalFileSystem()
-            self.root = os.path.abspath(root.removeprefix("file://"))
-
-    def exists(self, path: str) -> bool:
-        return bool(self.fs.get_file_info(path).type != self._pafs.FileType.NotFound)
-
-    def read_text(self, path: str) -> str:
-        with self.fs.open_input_stream(path) as fh:
-            return bytes(fh.read()).decode("utf-8")
-
-    def write_text(self, path: str, text: str) -> None:
-        with self.fs.open_output_stream(path) as fh:
-            fh.write(text.encode("utf-8"))
-
-    def rename(self, src: str, dst: str) -> None:
-        self.fs.move(src, dst)
-
-    def delete(self, path: str) -> None:
-        info = self.fs.get_file_info(path)
-        if info.type == self._pafs.FileType.Directory:
-            self.fs.delete_dir(path)
-        elif info.type == self._pafs.FileType.File:
-            self.fs.delete_file(path)
-
-    def mkdirs(self, path: str) -> None:
-        self.fs.create_dir(path, recursive=True)
-
-    def list_names(self, path: str) -> list[str]:
-        sel = self._pafs.FileSelector(path, allow_not_found=True)
-        return sorted(os.path.basename(i.path.rstrip("/")) for i in self.fs.get_file_info(sel))
-
-    def total_bytes(self, path: str) -> int:
-        sel = self._pafs.FileSelector(path, allow_not_found=True, recursive=True)
-        return sum(i.size or 0 for i in self.fs.get_file_info(sel) if i.type == self._pafs.FileType.File)
-
-
-def _join(*parts: str) -> str:
-    return "/".join([parts[0].rstrip("/"), *[p.strip("/") for p in parts[1:]]])
+WRITER_MARK = "_writer.json"
+LEASES = "_leases"
+MANIFEST = "_manifest"
+SNAPSHOTS = "snapshots"
 
 
 class IndexStore:
-    """One index folder. Versions of the manifest are files ``_manifest/vNNNNNNNN.json``: a commit writes
-    the next number (never overwriting one), so readers always see a complete version and a crashed
-    commit leaves the previous version current."""
+    """One index folder."""
 
     def __init__(self, files: Files, root: str) -> None:
         self.files = files
@@ -90,7 +46,14 @@ class IndexStore:
 
     @property
     def manifest_dir(self) -> str:
-        return _join(self.root, "_manifest")
+        return join(self.root, MANIFEST)
+
+    @property
+    def leases_dir(self) -> str:
+        return join(self.root, LEASES)
+
+    def version_path(self, version: int) -> str:
+        return join(self.manifest_dir, f"v{version:08d}.json")
 
     def _versions(self) -> list[int]:
         return sorted(
@@ -98,67 +61,105 @@ class IndexStore:
         )
 
     def manifest(self) -> Manifest | None:
+        """The current manifest; None for an absent or empty folder (a new index). Anything else without
+        a readable manifest is an error naming what is there."""
+        if self.files.exists(self.root) and not self.files.is_dir(self.root):
+            raise FingerprintIndexError(f"index {self.root} is a file, not an index folder")
         versions = self._versions()
         if not versions:
-            if self.files.exists(self.root) and self.files.list_names(self.root):
-                names = set(self.files.list_names(self.root)) - {"snapshots", "_manifest"}
-                if names:
-                    raise FingerprintIndexError(
-                        f"index {self.root}: the folder holds other files ({', '.join(sorted(names)[:5])}) "
-                        "and no index manifest; refusing to use it as an index"
-                    )
+            self._refuse_unless_empty()
             return None
-        path = _join(self.manifest_dir, f"v{versions[-1]:08d}.json")
-        try:
-            return Manifest.from_json(self.files.read_text(path))
-        except (ValueError, KeyError, TypeError) as e:
-            raise FingerprintIndexError(f"index manifest {path} is not readable: {e}") from None
+        return self.read_version(versions[-1])
 
-    def commit(self, manifest: Manifest) -> None:
-        versions = self._versions()
-        current = versions[-1] if versions else 0
-        if manifest.version != current + 1:
+    def read_version(self, version: int) -> Manifest:
+        path = self.version_path(version)
+        try:
+            manifest = Manifest.from_json(self.files.read_text(path))
+        except Exception as e:  # JSON of another shape or tool, a folder, unreadable bytes
             raise FingerprintIndexError(
-                f"index {self.root} changed during the run (version {current}, expected {manifest.version - 1}); "
-                "another writer? rerun"
+                f"index manifest {path} is not a manifest of this tool: {type(e).__name__}: {essence(e)}"
+            ) from None
+        if manifest.version != version:
+            raise FingerprintIndexError(f"index manifest {path} says it is version {manifest.version}")
+        return manifest
+
+    def _refuse_unless_empty(self) -> None:
+        names = self.files.list_names(self.root)
+        stray = [n for n in names if n not in (MANIFEST, LEASES)]
+        stray += [
+            f"{MANIFEST}/{n}" for n in self.files.list_names(self.manifest_dir) if not n.startswith(".")
+        ]
+        if stray:
+            raise FingerprintIndexError(
+                f"index {self.root}: the folder holds {', '.join(sorted(stray)[:6])} but no manifest version "
+                f"({MANIFEST}/v00000000.json, ...); refusing to use it as an index, nothing was changed. "
+                f"If it is an index whose {MANIFEST}/ was lost, restore that folder; for a new index use an "
+                "empty or new path"
             )
+
+    def create(self, manifest: Manifest) -> bool:
+        """Write version 0 of a new index; False if another writer created the index first."""
         self.files.mkdirs(self.manifest_dir)
-        tmp = _join(self.manifest_dir, f".tmp-{uuid.uuid4().hex[:12]}")
-        final = _join(self.manifest_dir, f"v{manifest.version:08d}.json")
-        self.files.write_text(tmp, manifest.to_json())
-        if self.files.exists(final):
-            self.files.delete(tmp)
+        return self.files.create_exclusive(self.version_path(0), manifest.to_json())
+
+    def commit(self, manifest: Manifest, before_link: Callable[[], None] | None = None) -> None:
+        """Make ``manifest`` current: create its version file if, and only if, no other writer has."""
+        versions = self._versions()
+        current = versions[-1] if versions else -1
+        if manifest.version != current + 1 or not self.files.create_exclusive(
+            self.version_path(manifest.version), manifest.to_json(), before_link
+        ):
             raise FingerprintIndexError(
-                f"index {self.root}: version {manifest.version} was committed by another writer"
+                f"index {self.root}: another writer committed version {manifest.version} first; this run's "
+                "batch was not added and its output not published. Rerun it"
             )
-        self.files.rename(tmp, final)
 
     def snapshot_dir(self, snapshot: str) -> str:
-        return _join(self.root, "snapshots", snapshot)
+        return join(self.root, SNAPSHOTS, snapshot)
 
-    def new_snapshot_id(self, label: str) -> str:
+    def new_snapshot(self, label: str, writer: str) -> str:
+        """A new snapshot id, its folder created and marked as written by ``writer``."""
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        return f"{label}-{stamp}-{uuid.uuid4().hex[:8]}"
+        snapshot = f"{label}-{stamp}-{uuid.uuid4().hex[:8]}"
+        folder = self.snapshot_dir(snapshot)
+        self.files.mkdirs(folder)
+        self.files.write_text(join(folder, WRITER_MARK), json.dumps({"writer": writer, "created": now()}))
+        return snapshot
+
+    def writer_of(self, snapshot: str) -> str | None:
+        try:
+            return str(
+                json.loads(self.files.read_text(join(self.snapshot_dir(snapshot), WRITER_MARK)))["writer"]
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def partition_dirs(self, snapshots: Iterable[str], kind: str, wanted: set[int] | None) -> list[str]:
         """Existing ``part=``/``bucket=`` folders of ``kind`` ("keys" or "docs") in the given snapshots,
         restricted to ``wanted`` (None: all)."""
         out = []
         for snap in snapshots:
-            base = _join(self.snapshot_dir(snap), kind)
+            base = join(self.snapshot_dir(snap), kind)
             for name in self.files.list_names(base):
                 m = _PART.match(name)
                 if m and (wanted is None or int(m.group(1)) in wanted):
-                    out.append(_join(base, name))
+                    out.append(join(base, name))
         return out
 
-    def remove_unlisted(self, manifest: Manifest) -> list[str]:
-        """Delete snapshot folders the manifest does not list (replaced, compacted, or left by failed
-        runs); returns their names."""
+    def remove_unlisted(self, manifest: Manifest, replaced: Manifest | None, lease: Lease) -> list[str]:
+        """Delete snapshot folders ``manifest`` does not list that are provably the index's own and not being
+        written: listed by ``replaced`` (the version this commit replaced), or marked by a writer whose
+        lease is not live. Returns their names."""
         live = {s.id for s in manifest.snapshots}
-        gone = [n for n in self.files.list_names(_join(self.root, "snapshots")) if n not in live]
-        for name in gone:
-            self.files.delete(self.snapshot_dir(name))
+        before = {s.id for s in replaced.snapshots} if replaced is not None else set()
+        gone = []
+        for name in self.files.list_names(join(self.root, SNAPSHOTS)):
+            if name in live:
+                continue
+            writer = self.writer_of(name)
+            if name in before or (writer is not None and not lease.is_live_writer(writer)):
+                self.files.delete(self.snapshot_dir(name))
+                gone.append(name)
         return gone
 
 
@@ -174,8 +175,8 @@ def describe(manifest: Manifest) -> dict[str, Any]:
         "key_rows": manifest.key_rows,
         "snapshots": len(manifest.snapshots),
         "runs": len(manifest.runs),
-        "first_run": manifest.runs[0].run_date if manifest.runs else None,
-        "last_run": manifest.runs[-1].run_date if manifest.runs else None,
+        "first_run": min(r.run_date for r in manifest.runs) if manifest.runs else None,
+        "last_run": max(r.run_date for r in manifest.runs) if manifest.runs else None,
         "layout": {
             "scheme": manifest.layout.scheme,
             "max_distance": manifest.layout.max_distance,

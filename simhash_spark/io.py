@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
-import uuid
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,7 +15,8 @@ from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.errors import InputError, OutputError, essence
+from simhash_spark.errors import ConfigError, InputError, OutputError, essence
+from simhash_spark.storage import FileSystem, join
 from simhash_spark.transforms.clusters import policy_column
 
 log = logging.getLogger(__name__)
@@ -28,15 +26,52 @@ _SHOW = 5
 
 
 def read_input(spark: SparkSession, *, path: str | None = None, table: str | None = None) -> DataFrame:
-    """A Parquet file, directory or glob, or a catalog table."""
+    """A Parquet file, directory or glob, or a catalog table. A directory is read whole: every Parquet file
+    under it (Hive partition folders become columns), the schemas of all files merged; a file Spark would
+    skip (in a subfolder that is not a partition folder) is an error naming it."""
     try:
         if table:
             return spark.read.table(table)
         assert path is not None
-        return spark.read.parquet(path)
+        df = spark.read.option("mergeSchema", "true").parquet(path)
     except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
         what = f"table {table!r}" if table else f"input {path!r}"
         raise InputError(f"cannot read {what}: {essence(e)}") from None
+    _refuse_skipped_files(spark, path, df)
+    return df
+
+
+_GLOB = re.compile(r"[*?\[{]")
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def _refuse_skipped_files(spark: SparkSession, path: str, df: DataFrame) -> None:
+    """Spark reads a folder's files and its ``name=value`` partition folders only: a Parquet file in any
+    other subfolder is silently left out. Name them instead."""
+    if _GLOB.search(path):
+        return  # a pattern names exactly what the user wants
+    fs = FileSystem(spark, path)
+    if not fs.is_dir(path):
+        return
+    root = fs.qualified(path).rstrip("/")
+    read = {_comparable(f) for f in df.inputFiles()}
+    skipped = [r for r in fs.list_files(path) if not _hidden(r) and _comparable(f"{root}/{r}") not in read]
+    if skipped:
+        raise InputError(
+            f"input {path!r}: {len(skipped)} file(s) under it would not be read, e.g. "
+            + ", ".join(skipped[:_SHOW])
+            + ". Spark reads the folder's own files and name=value partition folders only; move these files, "
+            "or name the files to read with a glob"
+        )
+
+
+def _comparable(uri: str) -> str:
+    parsed = urlparse(uri)
+    p = unquote(parsed.path)
+    return os.path.realpath(p) if parsed.scheme in ("", "file") else f"{parsed.scheme}://{parsed.netloc}{p}"
 
 
 def _show(values: Iterable[Any]) -> str:
@@ -115,156 +150,46 @@ def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
     )
 
 
-# --- output -------------------------------------------------------------------------------------------
+def _glob_root(path: str) -> str:
+    """The folder a glob pattern reads below (the path itself when it has no pattern)."""
+    m = _GLOB.search(path)
+    return path if m is None else path[: m.start()].rpartition("/")[0] or "."
 
 
-class FileSystem:
-    """The few file operations publishing needs, for local paths and any Hadoop file system
-    (HDFS, S3A, ...) through the JVM of a classic Spark session."""
-
-    def __init__(self, spark: SparkSession, path: str) -> None:
-        scheme = urlparse(path).scheme
-        self.local = scheme in ("", "file")
-        self._fs: Any = None
-        self._jvm: Any = None
-        if not self.local:
-            jvm = getattr(spark, "_jvm", None)
-            if jvm is None:
-                raise OutputError(f"{path}: only local output paths are supported without a JVM session")
-            self._jvm = jvm
-            conf = spark._jsc.hadoopConfiguration()
-            self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(conf)
-
-    @staticmethod
-    def _local(path: str) -> str:
-        return urlparse(path).path if path.startswith("file:") else path
-
-    def _p(self, path: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(path)
-
-    def exists(self, path: str) -> bool:
-        return os.path.exists(self._local(path)) if self.local else bool(self._fs.exists(self._p(path)))
-
-    def delete(self, path: str) -> None:
-        if self.local:
-            p = self._local(path)
-            if os.path.isdir(p):
-                shutil.rmtree(p, ignore_errors=True)
-            elif os.path.exists(p):
-                os.remove(p)
-        else:
-            self._fs.delete(self._p(path), True)
-
-    def rename(self, src: str, dst: str) -> None:
-        if self.local:
-            os.rename(self._local(src), self._local(dst))
-        elif not self._fs.rename(self._p(src), self._p(dst)):
-            raise OutputError(f"could not rename {src} to {dst}")
-
-    def mkdirs(self, path: str) -> None:
-        if self.local:
-            os.makedirs(self._local(path), exist_ok=True)
-        else:
-            self._fs.mkdirs(self._p(path))
-
-    def read_text(self, path: str) -> str:
-        if self.local:
-            with open(self._local(path), encoding="utf-8") as fh:
-                return fh.read()
-        stream = self._fs.open(self._p(path))
-        try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-        finally:
-            stream.close()
-
-    def list_names(self, path: str) -> list[str]:
-        """Names in a folder (empty when it does not exist)."""
-        if self.local:
-            p = self._local(path)
-            return sorted(os.listdir(p)) if os.path.isdir(p) else []
-        if not self._fs.exists(self._p(path)):
-            return []
-        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(self._p(path)))
-
-    def write_text(self, path: str, text: str) -> None:
-        data = text.encode("utf-8")
-        if self.local:
-            with open(self._local(path), "wb") as fh:
-                fh.write(data)
-        else:
-            out = self._fs.create(self._p(path), True)
-            try:
-                out.write(bytearray(data))
-            finally:
-                out.close()
+def _location(spark: SparkSession, path: str) -> str:
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return os.path.realpath(os.path.abspath(unquote(parsed.path) if parsed.scheme else path))
+    return FileSystem(spark, path).qualified(path).rstrip("/")
 
 
-def _join(base: str, name: str) -> str:
-    return base.rstrip("/") + "/" + name
-
-
-@dataclass
-class Publisher:
-    """Writes a run into a hidden staging folder beside OUTPUT, then swaps it in with one rename, so a
-    reader sees either the previous complete output or the new complete output, never a partial one."""
-
-    fs: FileSystem
-    output: str
-    overwrite: bool
-    staging: str = ""
-
-    def __post_init__(self) -> None:
-        out = self.output.rstrip("/")
-        parent, _, name = out.rpartition("/")
-        run = uuid.uuid4().hex[:12]
-        prefix = (parent + "/") if parent else ""
-        self.staging = f"{prefix}.{name}.staging-{run}"
-        self._old = f"{prefix}.{name}.old-{run}"
-
-    def prepare(self) -> None:
-        """Refuse early (before any work) when OUTPUT exists and overwriting was not asked for, and create
-        the staging folder now so an unwritable location fails before hours of computing."""
-        if self.fs.exists(self.output) and not self.overwrite:
-            raise OutputError(f"output {self.output!r} already exists; pass --overwrite to replace it")
-        try:
-            self.fs.mkdirs(self.staging)
-            self.fs.write_text(self.path("_RUNNING"), "")
-        except Exception as e:
-            self.abort()
-            raise OutputError(f"output {self.output!r} is not writable: {essence(e)}") from None
-
-    def path(self, name: str) -> str:
-        return _join(self.staging, name)
-
-    def write_json(self, name: str, obj: Any) -> None:
-        self.fs.write_text(
-            self.path(name), json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-        )
-
-    def write_text(self, name: str, text: str) -> None:
-        self.fs.write_text(self.path(name), text)
-
-    def publish(self) -> None:
-        self.fs.delete(self.path("_RUNNING"))
-        self.fs.write_text(self.path("_SUCCESS"), "")
-        if self.fs.exists(self.output):
-            if not self.overwrite:
-                raise OutputError(f"output {self.output!r} appeared during the run; not replacing it")
-            self.fs.rename(self.output, self._old)
-            self.fs.rename(self.staging, self.output)
-            self.fs.delete(self._old)
-        else:
-            parent = self.output.rstrip("/").rpartition("/")[0]
-            if parent:
-                self.fs.mkdirs(parent)
-            self.fs.rename(self.staging, self.output)
-        log.info("published %s", self.output)
-
-    def abort(self) -> None:
-        try:
-            self.fs.delete(self.staging)
-        except Exception:
-            log.warning("could not remove staging folder %s", self.staging)
+def check_locations(
+    spark: SparkSession,
+    *,
+    output: str,
+    index: str | None,
+    input_path: str | None,
+    input_table: str | None,
+) -> None:
+    """Exit 2 before any work when the output or the index is, holds or lies inside an input, or the two
+    overlap each other: a replaced output or a cleaned index would delete the data being read."""
+    inputs: list[tuple[str, str]] = []
+    if input_path:
+        inputs.append((f"--input {input_path}", _glob_root(input_path)))
+    if input_table:
+        location = table_location(spark, input_table)
+        if location:
+            inputs.append((f"--input-table {input_table} (at {location})", location))
+    written = [(f"--output {output}", output)] + ([(f"--index {index}", index)] if index else [])
+    resolved = [(what, _location(spark, p)) for what, p in inputs + written]
+    for i, (what_a, a) in enumerate(resolved):
+        for what_b, b in resolved[i + 1 :]:
+            if i >= len(inputs) or what_b.startswith(("--output", "--index")):
+                if a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/"):
+                    raise ConfigError(
+                        f"{what_b} and {what_a} overlap ({b} vs {a}): the job would delete or rewrite what it "
+                        "reads or keeps. Use separate locations"
+                    )
 
 
 def write_parquet(df: DataFrame, path: str) -> None:
@@ -272,27 +197,86 @@ def write_parquet(df: DataFrame, path: str) -> None:
 
 
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
+OWNER_PROPERTY = "simhash_spark.output"  # set on every table the job registers: the tables it may replace
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def quote_identifier(name: str) -> str:
+    """``db.table`` → ```db`.`table``` (each part quoted, embedded backticks doubled)."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in name.split("."))
 
 
 def output_tables(cfg: Config, prefix: str | None) -> dict[str, str]:
-    """Output folder name → catalog table name, for ``--output-table-prefix``."""
+    """Output folder name → catalog table name, for ``--output-table-prefix`` (``[catalog.][db.]prefix``,
+    every part letters, digits and underscores)."""
     if not prefix:
         return {}
     names = [n for n in OUTPUTS if n != "deduplicated" or cfg.output.write_deduplicated]
-    return {n: f"{prefix}{n}" for n in names}
+    tables = {n: f"{prefix}{n}" for n in names}
+    for table in tables.values():
+        parts = table.split(".")
+        if len(parts) > 3 or not all(_IDENTIFIER.match(p) for p in parts):
+            raise OutputError(
+                f"--output-table-prefix {prefix!r}: {table!r} is not a table name this job writes "
+                "([catalog.][database.]name, each part letters, digits and underscores, not starting with a digit)"
+            )
+    return tables
+
+
+def _describe(spark: SparkSession, table: str) -> dict[str, str]:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {quote_identifier(table)}").collect()
+    return {str(r[0]).strip(): str(r[1] or "").strip() for r in rows}
+
+
+def _owned(spark: SparkSession, table: str, name: str) -> str | None:
+    """None if ``table`` is one this job registered for output ``name``, else why not."""
+    info = _describe(spark, table)
+    kind = info.get("Type", "").upper()
+    props = info.get("Table Properties", "")
+    if kind != "EXTERNAL":
+        return f"it is a {kind.lower() or 'non-external'} table"
+    if f"{OWNER_PROPERTY}={name}" not in props.replace(" ", ""):
+        return f"it has no {OWNER_PROPERTY}={name} property (it was not registered by this job)"
+    location = info.get("Location", "")
+    if not location.rstrip("/").endswith("/" + name):
+        return f"its location {location} is not an output folder {name}/"
+    return None
 
 
 def check_tables(spark: SparkSession, tables: dict[str, str], *, overwrite: bool) -> None:
-    """Refuse before any work when a target table exists and overwriting was not asked for."""
-    for table in tables.values():
-        if spark.catalog.tableExists(table) and not overwrite:
+    """Before any work: a target table that exists is replaced only with overwrite, and only if this job
+    registered it (an external table over an output folder, marked with ``OWNER_PROPERTY``)."""
+    for name, table in tables.items():
+        if not spark.catalog.tableExists(table):
+            continue
+        if not overwrite:
             raise OutputError(f"table {table!r} already exists; pass --overwrite to replace it")
+        why = _owned(spark, table, name)
+        if why:
+            raise OutputError(f"table {table!r} exists and {why}; refusing to replace it")
+
+
+def table_location(spark: SparkSession, table: str) -> str | None:
+    """Where a catalog table's files are (None for a view or a table without a location)."""
+    try:
+        return _describe(spark, table).get("Location") or None
+    except Exception:
+        return None
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def register_tables(spark: SparkSession, tables: dict[str, str], output: str) -> None:
     """Point catalog tables at the published Parquet folders (external tables: dropping one never deletes
     the output). Runs after the files are published, so a table never shows a partial run."""
+    check_tables(spark, tables, overwrite=True)  # again: the catalog may have changed during the run
     for name, table in tables.items():
-        spark.sql(f"DROP TABLE IF EXISTS {table}")
-        spark.catalog.createTable(table, path=_join(output, name), source="parquet")
-        log.info("registered table %s -> %s", table, _join(output, name))
+        location = join(output, name)
+        spark.sql(f"DROP TABLE IF EXISTS {quote_identifier(table)}")
+        spark.sql(
+            f"CREATE TABLE {quote_identifier(table)} USING parquet LOCATION {_sql_string(location)} "
+            f"TBLPROPERTIES ({_sql_string(OWNER_PROPERTY)} = {_sql_string(name)})"
+        )
+        log.info("registered table %s -> %s", table, location)

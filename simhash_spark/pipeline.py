@@ -16,20 +16,9 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
-from simhash_spark.incremental import (
-    IndexRun,
-    commit,
-    entries_of_batch,
-    finish,
-    lookup,
-    monitor,
-    open_index,
-    raise_if_alarming,
-    rebuild,
-)
+from simhash_spark.incremental import IndexSession, entries_of_batch, run_record
 from simhash_spark.io import (
-    FileSystem,
-    Publisher,
+    check_locations,
     check_tables,
     output_tables,
     prepare_docs,
@@ -39,9 +28,11 @@ from simhash_spark.io import (
     write_parquet,
 )
 from simhash_spark.linking import link
+from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import render
 from simhash_spark.stages import timed
+from simhash_spark.storage import FileSystem
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,
@@ -112,7 +103,12 @@ def _ship_model_files(spark: SparkSession, cfg: Config) -> None:
 
 
 def dedup(
-    spark: SparkSession, raw: DataFrame, cfg: Config, *, source: str = "input", index: IndexRun | None = None
+    spark: SparkSession,
+    raw: DataFrame,
+    cfg: Config,
+    *,
+    source: str = "input",
+    index: IndexSession | None = None,
 ) -> DedupResult:
     """Find near-duplicates in ``raw`` (the input rows, any columns) as configured; with ``index``, also
     against the documents of earlier runs it holds (``simhash_spark.incremental``).
@@ -139,8 +135,8 @@ def dedup(
     if index is not None:
         with timed(timings, "index_lookup"):
             if index.rebuilt_from is not None:
-                rebuild(spark, cfg, index)
-            looked = lookup(spark, index, fps, cfg, persisted)
+                index.rebuild(cfg)
+            looked = index.lookup(fps, cfg.policy.largest, persisted)
             if looked.fps is not fps:  # ids the index holds already: their status changed
                 fps = looked.fps.persist(StorageLevel.MEMORY_AND_DISK)
                 persisted.append(fps)
@@ -282,28 +278,51 @@ def run(
     run_date: str | None = None,
     rebuild_index: bool = False,
 ) -> dict[str, Any]:
-    """Read, dedup, write every output into staging, publish atomically, then (optionally) register the
-    published folders as catalog tables ``PREFIX{documents,pairs,clusters,deduplicated}``. Returns the
-    summary.
+    """Read, dedup, write every output into staging, (with an index) commit the batch to the index, then
+    publish the output atomically and register the published folders as catalog tables
+    ``PREFIX{documents,pairs,clusters,deduplicated}``. Returns the summary.
 
-    With ``index_path``: the batch is checked against the index too, the dedup rate against the recent
-    runs (``[monitor]``; out of band: ``MonitorAlert`` before anything is published), the batch's
-    snapshot is written before the output is published and the index manifest committed last."""
+    Nothing is published unless everything before succeeded, the index commit included: a run that exits
+    non-zero leaves the previous output and the index as they were (docs/reliability.md)."""
     source = f"table {input_table}" if input_table else str(input_path)
-    publisher = Publisher(FileSystem(spark, output), output, overwrite=cfg.output.overwrite)
     tables = output_tables(cfg, output_table_prefix)
+    out_fs = FileSystem(spark, output)
+    check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
     check_tables(spark, tables, overwrite=cfg.output.overwrite)
-    index = None
-    if index_path:
-        assert run_date is not None
-        index = open_index(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
+    publisher = Publisher(
+        out_fs, output, overwrite=cfg.output.overwrite, timeout_s=cfg.writers.lease_timeout_seconds
+    )
     publisher.prepare()
-    result: DedupResult | None = None
-    manifest = None
+    index = None
     try:
-        started = time.perf_counter()
+        if index_path:
+            assert run_date is not None
+            index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
         raw = read_input(spark, path=input_path, table=input_table)
-        result = dedup(spark, raw, cfg, source=source, index=index)
+        summ = _compute_and_publish(spark, cfg, raw, source=source, publisher=publisher, index=index)
+    except BaseException:
+        publisher.abort()
+        if index is not None:
+            index.abort()
+        raise
+    if index is not None:
+        index.finish()
+    register_tables(spark, tables, output)
+    return summ
+
+
+def _compute_and_publish(
+    spark: SparkSession,
+    cfg: Config,
+    raw: DataFrame,
+    *,
+    source: str,
+    publisher: Publisher,
+    index: IndexSession | None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = dedup(spark, raw, cfg, source=source, index=index)
+    try:
         with timed(result.timings, "write"):
             write_parquet(result.documents, publisher.path("documents"))
             write_parquet(result.pairs, publisher.path("pairs"))
@@ -311,38 +330,38 @@ def run(
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
         if index is not None:
-            assert result.index_entries is not None
-            result.stats["monitor"] = monitor(index, result.stats["dedup_rate"], cfg)
-            raise_if_alarming(result.stats["monitor"], index)
-            with timed(result.timings, "index_write"):
-                snap, manifest = commit(
-                    index,
-                    result.index_entries,
-                    id_type=dict(result.documents.dtypes)[C.ID],
-                    summary=result.stats,
-                )
-            result.stats["index"].update(
-                appended=snap.docs_rows,
-                snapshot=snap.id,
-                version_after=manifest.version,
-                entries_after=manifest.entries,
-            )
+            result.stats["monitor"] = index.monitor(result.stats["dedup_rate"], cfg)
+            index.raise_if_alarming(result.stats["monitor"])
+        report = None
         if cfg.output.write_report:
             with timed(result.timings, "report"):
                 report = collect_report(result.stats, result.documents, result.pairs, result.texts, cfg)
+        if index is not None:
+            with timed(result.timings, "index_write"):
+                _commit(index, result)
         result.timings["total"] = round(time.perf_counter() - started, 3)
         summ = summary(result, cfg, source=source, spark=spark)
         publisher.write_json("summary.json", summ)
-        if cfg.output.write_report:
+        if report is not None:
             publisher.write_text("report.html", render(replace(report, summary=summ)))
         publisher.publish()
-        if index is not None and manifest is not None:
-            finish(index, manifest)
-    except BaseException:
-        publisher.abort()
-        raise
     finally:
-        if result is not None:
-            result.unpersist()
-    register_tables(spark, tables, output)
+        result.unpersist()
     return summ
+
+
+def _commit(index: IndexSession, result: DedupResult) -> None:
+    """Add the batch to the index (the run's point of no return; the output is published after it)."""
+    assert result.index_entries is not None and index.run_date
+    snap = index.commit(
+        result.index_entries,
+        id_type=dict(result.documents.dtypes)[C.ID],
+        record=run_record(index.run_date, result.stats),
+    )
+    assert index.committed is not None
+    result.stats["index"].update(
+        appended=snap.docs_rows,
+        snapshot=snap.id,
+        version_after=index.committed.version,
+        entries_after=index.committed.entries,
+    )

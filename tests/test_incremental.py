@@ -178,11 +178,40 @@ def test_rerun_of_a_date_appends_nothing_twice_and_gives_the_same_outputs(spark,
 
 
 def test_a_failed_run_leaves_the_index_as_it_was(history, tmp_path, monkeypatch):
+    """The commit fails after the batch's snapshot folder was written: nothing is published, the manifest is
+    unchanged, and the next run removes the folder nobody lists."""
     _tmp, batches, index = history
     idx = tmp_path / "index"
     shutil.copytree(index, idx)
     before = manifest(idx)
-    from simhash_spark.io import Publisher
+    from simhash_spark.index_store import IndexStore
+
+    def fail(self, manifest, before_link=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(IndexStore, "commit", fail)
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 1
+    monkeypatch.undo()
+    assert manifest(idx) == before
+    assert not (tmp_path / "out").exists()
+    assert len(list((idx / "snapshots").iterdir())) == 4  # the failed run's snapshot, listed nowhere
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 0
+    assert manifest(idx)["version"] == before["version"] + 1
+    assert len(list((idx / "snapshots").iterdir())) == 4  # the failed run's folder was tidied away
+
+
+def test_a_publish_failing_after_the_commit_publishes_nothing_and_the_rerun_repairs_it(
+    spark, history, tmp_path, monkeypatch
+):
+    """After the commit the batch is in the index; if publishing then fails the run exits 1 with nothing
+    published, and the rerun of the date (Airflow's retry) replaces its entries and publishes the same
+    output a clean run gives."""
+    _tmp, batches, index = history
+    idx, clean = tmp_path / "index", tmp_path / "clean_index"
+    shutil.copytree(index, idx)
+    shutil.copytree(index, clean)
+    before = manifest(idx)
+    from simhash_spark.publish import Publisher
 
     def fail(self):
         raise RuntimeError("disk full")
@@ -190,11 +219,20 @@ def test_a_failed_run_leaves_the_index_as_it_was(history, tmp_path, monkeypatch)
     monkeypatch.setattr(Publisher, "publish", fail)
     assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 1
     monkeypatch.undo()
-    assert manifest(idx) == before
     assert not (tmp_path / "out").exists()
-    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 0
     assert manifest(idx)["version"] == before["version"] + 1
-    assert len(list((idx / "snapshots").iterdir())) == 4  # the failed run's folder was tidied away
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 0
+    assert incremental(batches[3], tmp_path / "clean_out", clean, DATES[3]) == 0
+    after = manifest(idx)
+    assert [r["run_date"] for r in after["runs"]] == DATES[:4]
+    assert [s["docs_rows"] for s in after["snapshots"]] == [
+        s["docs_rows"] for s in manifest(clean)["snapshots"]
+    ]
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assertDataFrameEqual(
+            spark.read.parquet(str(tmp_path / "out" / name)),
+            spark.read.parquet(str(tmp_path / "clean_out" / name)),
+        )
 
 
 def test_ids_seen_before_are_reported_not_indexed_twice(spark, history, tmp_path):

@@ -20,7 +20,8 @@ from simhash_spark.core.index_model import (
     rate_check,
 )
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index_store import ArrowFiles, IndexStore
+from simhash_spark.index_store import IndexStore
+from simhash_spark.storage import ArrowFiles
 
 
 def test_key_part_is_the_band_and_the_keys_top_bits():
@@ -134,15 +135,17 @@ def test_store_commits_numbered_versions_and_refuses_a_stale_base(tmp_path):
     files = ArrowFiles(str(tmp_path / "idx"))
     store = IndexStore(files, files.root)
     assert store.manifest() is None
+    assert store.create(_manifest()) and not store.create(_manifest())
     m1 = _manifest().with_run(Snapshot("s1", ("2026-11-01",), 4, 1, "t"), _record("2026-11-01", "s1"))
     store.commit(m1)
     assert store.manifest() == m1
-    with pytest.raises(FingerprintIndexError, match="changed during the run"):
+    with pytest.raises(FingerprintIndexError, match="another writer committed version 1 first"):
         store.commit(m1)
     m2 = m1.with_run(Snapshot("s2", ("2026-11-02",), 4, 1, "t"), _record("2026-11-02", "s2"))
     store.commit(m2)
     assert store.manifest() == m2
     assert sorted(p.name for p in (tmp_path / "idx" / "_manifest").iterdir()) == [
+        "v00000000.json",
         "v00000001.json",
         "v00000002.json",
     ]
@@ -151,5 +154,5 @@ def test_store_commits_numbered_versions_and_refuses_a_stale_base(tmp_path):
 def test_a_folder_that_is_not_an_index_is_refused(tmp_path):
     (tmp_path / "data.parquet").write_bytes(b"x")
     files = ArrowFiles(str(tmp_path))
-    with pytest.raises(FingerprintIndexError, match="other files"):
+    with pytest.raises(FingerprintIndexError, match=r"holds data.parquet but no manifest version"):
         IndexStore(files, files.root).manifest()

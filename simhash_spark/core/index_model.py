@@ -32,7 +32,8 @@ from simhash_spark.core.fingerprint import ModelOptions
 
 FORMAT = 1
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
-FINGERPRINT_CODE_VERSION = 1
+# 2: unterminated HTML comments, CDATA sections and ">" inside attribute values (normalize.strip_html).
+FINGERPRINT_CODE_VERSION = 2
 _M64 = (1 << 64) - 1
 
 
@@ -215,7 +216,7 @@ class Manifest:
     layout: IndexLayout
     id_type: str  # Spark simple type name of the ids (every batch must match)
     snapshots: tuple[Snapshot, ...] = ()
-    runs: tuple[RunRecord, ...] = ()  # every committed run, oldest first (kept through compaction)
+    runs: tuple[RunRecord, ...] = ()  # every committed run in run-date order (kept through compaction)
     format: int = FORMAT
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -251,15 +252,21 @@ class Manifest:
 
     def with_run(self, snapshot: Snapshot, record: RunRecord) -> Manifest:
         """The next version: ``snapshot`` added (replacing a snapshot of the same run date, so a rerun
-        appends nothing twice) and the run recorded (replacing an earlier record of that date)."""
+        appends nothing twice) and the run recorded (replacing an earlier record of that date); runs stay
+        in run-date order whatever order they ran in."""
         old = self.snapshot_of(record.run_date)
         if old is not None and old.runs != (record.run_date,):
             raise ValueError(
                 f"run {record.run_date} is part of compacted snapshot {old.id} (runs {', '.join(old.runs)})"
             )
         snaps = (*tuple(s for s in self.snapshots if s is not old), snapshot)
-        runs = (*tuple(r for r in self.runs if r.run_date != record.run_date), record)
-        return dataclasses.replace(self, version=self.version + 1, snapshots=snaps, runs=runs)
+        runs = sorted((*(r for r in self.runs if r.run_date != record.run_date), record), key=lambda r: r.run_date)
+        return dataclasses.replace(self, version=self.version + 1, snapshots=snaps, runs=tuple(runs))
+
+    def visible_snapshots(self, run_date: str) -> list[Snapshot]:
+        """The snapshots holding entries a run of ``run_date`` sees: those of earlier run dates only, so a
+        rerun of a date sees what its first run saw."""
+        return [s for s in self.snapshots if s.runs and min(s.runs) < run_date]
 
 
 # --- monitoring --------------------------------------------------------------------------------------

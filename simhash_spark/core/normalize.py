@@ -13,10 +13,16 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+# Crawled pages are often cut off or malformed. Whatever is not closed is not removed: an unterminated
+# comment, script or tag loses only its own marker, never the text after it (a browser would hide that
+# text, but two different articles cut after the same opening would then get one fingerprint).
 _SCRIPT_STYLE = re.compile(r"<(script|style|noscript|template)\b[^>]*>.*?</\1\s*>", re.I | re.S)
-_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.S)
+_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)  # feeds wrap article text in CDATA: keep the text
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_OPENERS = re.compile(r"<!--|<!\[CDATA\[")  # left unterminated
 # A tag starts with a letter, "/" or "!": a bare "<" in prose ("a < b", "<<书名>>" after NFKC) is kept.
-_TAG = re.compile(r"</?[A-Za-z!][^<>]*>")
+# Quoted attribute values may hold ">" ('<a title="a>b">').
+_TAG = re.compile(r"""</?[A-Za-z!][^<>"']*(?:"[^"]*"[^<>"']*|'[^']*'[^<>"']*)*>""")
 _WHITESPACE = re.compile(r"\s+")
 _NON_CJK = re.compile(r"[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
@@ -141,10 +147,13 @@ def _unify_punctuation(text: str) -> str:
 
 
 def strip_html(text: str) -> str:
-    """Remove scripts, styles, comments and tags, then decode entities (``&amp;`` → ``&``)."""
+    """Remove scripts, styles, comments and tags (CDATA sections keep their text), then decode entities
+    (``&amp;`` → ``&``)."""
     if "<" in text:
         text = _SCRIPT_STYLE.sub(" ", text)
+        text = _CDATA.sub(r" \1 ", text)
         text = _COMMENT.sub(" ", text)
+        text = _OPENERS.sub(" ", text)
         text = _TAG.sub(" ", text)
     if "&" in text:
         text = html.unescape(text)
