@@ -111,6 +111,7 @@ class FileSystem:
             if jvm is None:
                 raise OutputError(f"{path}: only local paths are supported without a JVM session")
             self._jvm = jvm
+            self._gateway = spark.sparkContext._gateway
             self._conf = spark._jsc.hadoopConfiguration()
             try:
                 self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(self._conf)
@@ -227,7 +228,7 @@ class FileSystem:
             before_link()
         jvm = self._jvm
         ctx = jvm.org.apache.hadoop.fs.FileContext.getFileContext(self._p(path).toUri(), self._conf)
-        options = jvm.java.lang.reflect.Array.newInstance(jvm.org.apache.hadoop.fs.Options.Rename, 1)
+        options = self._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
         options[0] = jvm.org.apache.hadoop.fs.Options.Rename.NONE
         try:
             ctx.rename(self._p(tmp), self._p(path), options)

@@ -56,7 +56,22 @@ def dedup(inp, out, *extra):
         (
             pa.table({"id": ["a"], "text": [TEXT]}),
             ["--set", 'input.passthrough_columns=["status"]'],
-            "input.passthrough_columns: 'status' would overwrite output columns",
+            "input.passthrough_columns: 'status' would overwrite columns the job writes",
+        ),
+        (
+            pa.table({"id": ["a"], "text": [TEXT]}),
+            ["--set", 'input.passthrough_columns=["text"]'],
+            "input.passthrough_columns: 'text' would overwrite columns the job writes or uses internally",
+        ),
+        (
+            pa.table({"id": ["a"], "text": [TEXT], "title_text": ["t"]}),
+            ["--set", 'input.passthrough_columns=["title_text"]'],
+            "input.passthrough_columns: 'title_text' would overwrite columns",
+        ),
+        (
+            pa.table({"id": ["a"], "text": [TEXT]}),
+            ["--set", 'input.passthrough_columns=["source"]'],
+            "column 'source' not found",
         ),
         (
             pa.table({"id": ["a"], "text": [TEXT]}),
@@ -74,6 +89,9 @@ def dedup(inp, out, *extra):
         "duplicate-ids",
         "empty",
         "passthrough-clash",
+        "passthrough-text",
+        "passthrough-title",
+        "passthrough-missing",
         "missing-policy-column",
     ],
 )

@@ -3,6 +3,7 @@ commits, model checks, monitoring, the online check, stats and compaction."""
 
 import json
 import shutil
+import time
 import zlib
 from pathlib import Path
 
@@ -454,3 +455,182 @@ def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_
         pq.read_table(snap / f"part={p}").num_rows for p in parts if (snap / f"part={p}").exists()
     )
     assert ix["key_rows_read"] == expected_rows < ix["key_rows_total"] / 10
+
+
+# --- data safety of the index ---------------------------------------------------------------------------
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_missing_manifest_folder_is_refused_and_nothing_is_deleted(history, tmp_path, capsys):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    shutil.rmtree(idx / "_manifest")
+    before = listing(idx)
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 2
+    err = capsys.readouterr().err
+    assert "holds snapshots but no manifest version" in err and "nothing was changed" in err
+    assert listing(idx) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("content", "kind"), [("[]", "file"), ("", "folder")])
+def test_a_manifest_that_is_not_ours_is_exit_2_naming_the_file(history, tmp_path, capsys, content, kind):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    bad = idx / "_manifest" / "v00000004.json"
+    if kind == "folder":
+        bad.mkdir()
+    else:
+        bad.write_text(content)
+    assert incremental(batches[3], tmp_path / "out", idx, DATES[3]) == 2
+    assert "v00000004.json is not a manifest of this tool" in capsys.readouterr().err
+
+
+def test_an_index_path_that_cannot_be_written_is_refused_before_any_work(history, tmp_path, capsys):
+    _tmp, batches, _index = history
+    (tmp_path / "a_file").write_text("x")
+    started = time.perf_counter()
+    assert incremental(batches[3], tmp_path / "out", tmp_path / "a_file" / "index", DATES[3]) == 2
+    assert "not writable" in capsys.readouterr().err and time.perf_counter() - started < 30
+    assert not (tmp_path / "out").exists()
+
+
+def test_rerunning_an_earlier_date_sees_only_earlier_dates_and_gives_its_first_answer(
+    spark, history, tmp_path
+):
+    """Dates 1-3 are indexed; rerunning date 1 must not find date 2's reprints as its originals."""
+    tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    for day in (0, 1):
+        out = tmp_path / f"again{day}"
+        assert incremental(batches[day], out, idx, DATES[day]) == 0
+        for name in ("documents", "pairs", "clusters", "deduplicated"):
+            assertDataFrameEqual(
+                spark.read.parquet(str(out / name)), spark.read.parquet(str(tmp / f"out{day}" / name))
+            )
+    m = manifest(idx)
+    assert [r["run_date"] for r in m["runs"]] == DATES[:3]
+    assert sorted(d for s in m["snapshots"] for d in s["runs"]) == DATES[:3]
+    from simhash_spark.index_admin import stats
+
+    assert stats(str(idx))["last_run"] == DATES[2]
+
+
+def test_run_dates_far_ahead_or_empty_are_refused(tmp_path, capsys):
+    for date, message in (("2062-01-07", "more than one day after today"), ("", "expected YYYY-MM-DD")):
+        code = incremental(tmp_path / "in.parquet", tmp_path / "out", tmp_path / "index", date)
+        assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "index").exists()
+
+
+def test_retention_cutoff_ignores_a_run_date_typed_years_ahead():
+    from datetime import date
+
+    from simhash_spark.index_admin import retention_cutoff
+
+    dates = ["2026-11-01", "2026-11-02", "2062-01-07"]
+    assert retention_cutoff(dates, 365, date(2026, 11, 30)) == "2025-12-01"
+    assert retention_cutoff(dates[:2], 1, date(2026, 11, 30)) == "2026-11-01"
+    assert retention_cutoff(dates, 0, date(2026, 11, 30)) is None
+
+
+@pytest.mark.slow
+def test_compaction_refuses_to_drop_most_of_the_index(history, tmp_path, capsys):
+    _tmp, _batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    before = manifest(idx)
+    args = [
+        "index",
+        "compact",
+        str(idx),
+        "--keep-recent",
+        "0",
+        "--retention-days",
+        "1",
+        "--min-snapshots",
+        "1",
+    ]
+    assert main([*args, "--max-drop-fraction", "0.3"]) == 2
+    assert "more than --max-drop-fraction 0.3" in capsys.readouterr().err
+    assert manifest(idx) == before
+    assert main(args) == 0  # day 1, about a third of the entries: within the default 0.5
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        report["dropped_entries"]
+        == sum(r["appended"] for r in before["runs"] if r["run_date"] < DATES[1])
+        > 0
+    )
+
+
+@pytest.mark.slow
+def test_rebuild_of_a_date_inside_a_compacted_snapshot_keeps_every_other_date(history, tmp_path, capsys):
+    _tmp, batches, index = history
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    assert main(["index", "compact", str(idx), "--keep-recent", "1", *EXACT]) == 0
+    before = manifest(idx)
+    assert sorted(before["snapshots"][0]["runs"]) == DATES[:2]
+    code = incremental(
+        batches[0], tmp_path / "out", idx, DATES[0], "--set", "features.ngram_size=4", "--rebuild-index"
+    )
+    assert code == 0, capsys.readouterr().err
+    after = manifest(idx)
+    assert sum(s["docs_rows"] for s in after["snapshots"]) == sum(s["docs_rows"] for s in before["snapshots"])
+    assert sorted(d for s in after["snapshots"] for d in s["runs"]) == DATES[:3]
+    assert [r["run_date"] for r in after["runs"]] == DATES[:3]
+
+
+def test_check_reports_a_null_text_and_prints_valid_json(history, tmp_path, capsys):
+    tmp, _batches, _index = history
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"id": "n", "text": null}\n{"id": 7, "text": "完全无关的一句话，没有任何重复。"}\n')
+    capsys.readouterr()
+    assert (
+        main(["check", "--index", str(tmp / "index_before_day3"), "--file", str(f), "--jsonl", *EXACT]) == 0
+    )
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (out[0]["input"], out[0]["status"], out[0]["fingerprint"]) == ("n", "null_text", None)
+    assert out[1]["input"] == 7 and out[1]["status"] == "ok"
+
+
+VOLATILE = {
+    "timings_s": None,
+    "index": ("version_before", "version_after", "snapshot", "entries_after", "created"),
+}
+
+
+def stable_summary(folder: Path) -> dict:
+    s = json.loads((folder / "summary.json").read_text())
+    s.pop("timings_s")
+    for key in VOLATILE["index"]:
+        s["index"].pop(key)
+    return s
+
+
+@pytest.mark.slow
+def test_rerunning_every_date_in_random_order_reproduces_the_first_runs(spark, tmp_path):
+    import random
+
+    batches = split_corpus(generate(200, seed=17), 5, tmp_path)
+    index = tmp_path / "index"
+    for j, path in enumerate(batches):
+        assert incremental(path, tmp_path / f"first{j}", index, DATES[j]) == 0
+    order = list(range(5))
+    random.Random(3).shuffle(order)
+    for j in order:
+        assert incremental(batches[j], tmp_path / f"again{j}", index, DATES[j]) == 0, j
+        for name in ("documents", "pairs", "clusters", "deduplicated"):
+            assertDataFrameEqual(
+                spark.read.parquet(str(tmp_path / f"again{j}" / name)),
+                spark.read.parquet(str(tmp_path / f"first{j}" / name)),
+            )
+        assert stable_summary(tmp_path / f"again{j}") == stable_summary(tmp_path / f"first{j}"), j
+    m = manifest(index)
+    assert [r["run_date"] for r in m["runs"]] == DATES[:5]
+    assert sorted(d for s in m["snapshots"] for d in s["runs"]) == DATES[:5]

@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,3 +86,22 @@ def test_fast_paths_equal_the_plain_steps(text):
 
     assert N._remove_invisible(text) == N._invisible().sub("", text)
     assert N._nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+@pytest.mark.parametrize(
+    ("html_text", "expected"),
+    [
+        ("今日要闻<!-- 广告位 第一篇正文", "今日要闻 广告位 第一篇正文"),  # unterminated comment
+        ("前文<!-- 注释 -->后文", "前文 后文"),
+        ('<a title="a>b" href=\'x>y\'>正文</a>', "正文"),  # ">" inside attribute values
+        ("<![CDATA[正文内容]]>结尾", "正文内容 结尾"),  # feeds wrap article text in CDATA
+        ("<![CDATA[未闭合的正文", "未闭合的正文"),
+        ("<script>var a = 1;</script>正文", "正文"),
+        ("<script>未闭合的脚本 正文", "未闭合的脚本 正文"),  # unterminated script: its text stays
+        ("<style>p{}</style>正文<div class=\"x", '正文<div class="x'),  # unterminated tag at the end
+        ("<!DOCTYPE html><p>正文</p>", "正文"),
+        ("a < b 且 c > d", "a < b 且 c > d"),
+    ],
+)
+def test_malformed_html_never_swallows_text(html_text, expected):
+    assert " ".join(strip_html(html_text).split()) == expected

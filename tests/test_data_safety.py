@@ -1,0 +1,210 @@
+"""Data safety of inputs, outputs and catalog tables: nothing the user did not name is deleted, dropped or
+silently left out (docs/reliability.md)."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from simhash_spark.cli import main
+from simhash_spark.config import load_config
+from simhash_spark.core.fingerprint import Fingerprinter
+from simhash_spark.io import output_tables, quote_identifier
+
+TEXT = "新华社北京电 国务院总理今天主持召开常务会议，部署进一步做好稳就业工作，会议指出就业是最大的民生。" * 3
+
+
+def corpus(path, n=6, start=0, **extra_columns):
+    ids = [f"d{i}" for i in range(start, start + n)]
+    texts = [f"{TEXT} 第{i}篇，编号{i * 7919}。" for i in range(start, start + n)]
+    pq.write_table(pa.table({"id": ids, "text": texts, **extra_columns}), path)
+    return path
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+# --- where the job writes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ("output-is-input", "--output"),
+        ("output-inside-input", "--output"),
+        ("output-holds-input", "--output"),
+        ("index-is-input", "--index"),
+        ("output-inside-index", "--output"),
+    ],
+)
+def test_an_output_or_index_overlapping_the_input_is_refused_and_the_input_kept(
+    spark, tmp_path, capsys, layout, expected
+):
+    data = tmp_path / "data"
+    data.mkdir()
+    corpus(data / "part.parquet")
+    index = None
+    output = {
+        "output-is-input": data,
+        "output-inside-input": data / "out",
+        "output-holds-input": tmp_path,
+        "index-is-input": tmp_path / "out",
+        "output-inside-index": tmp_path / "index" / "out",
+    }[layout]
+    if layout == "index-is-input":
+        index = data
+    if layout == "output-inside-index":
+        index = tmp_path / "index"
+    extra = ["--index", str(index), "--run-date", "2026-01-01"] if index else []
+    code, err = run(capsys, "dedup", "--input", str(data), "--output", str(output), "--overwrite", *extra)
+    assert code == 2 and expected in err and "overlap" in err
+    assert pq.read_table(data / "part.parquet").num_rows == 6
+
+
+def test_an_output_path_hadoop_cannot_parse_is_exit_2(spark, tmp_path, capsys):
+    code, err = run(capsys, "dedup", "--input", str(corpus(tmp_path / "c.parquet")), "--output", "x:y/out")
+    assert code == 2 and "x:y/out" in err
+
+
+def test_a_set_value_spanning_lines_is_exit_2(tmp_path, capsys):
+    code, err = run(
+        capsys,
+        "dedup",
+        "--input",
+        "x",
+        "--output",
+        str(tmp_path / "o"),
+        "--set",
+        "match.max_distance=3\nbands.scheme=4x16",
+    )
+    assert code == 2 and "must be on one line" in err
+
+
+# --- what the job reads ----------------------------------------------------------------------------------
+
+
+def test_files_in_subfolders_spark_would_skip_are_named_not_dropped(spark, tmp_path, capsys):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    corpus(data / "top.parquet")
+    corpus(data / "sub" / "deep.parquet", start=100)
+    code, err = run(capsys, "dedup", "--input", str(data), "--output", str(tmp_path / "out"))
+    assert code == 2 and "1 file(s) under it would not be read" in err and "sub/deep.parquet" in err
+
+
+def test_partition_folders_and_differing_schemas_are_read_whole(spark, tmp_path, capsys):
+    data = tmp_path / "data"
+    (data / "dt=2026-01-01").mkdir(parents=True)
+    (data / "dt=2026-01-02").mkdir()
+    corpus(data / "dt=2026-01-01" / "a.parquet")
+    corpus(data / "dt=2026-01-02" / "b.parquet", start=100, source=["wire"] * 6)
+    code, err = run(capsys, "dedup", "--input", str(data), "--output", str(tmp_path / "out"))
+    assert code == 0, err
+    kept = spark.read.parquet(str(tmp_path / "out" / "deduplicated"))
+    assert {"dt", "source"} <= set(kept.columns)
+    docs = spark.read.parquet(str(tmp_path / "out" / "documents"))
+    assert docs.count() == 12
+    assert {r["source"] for r in kept.collect()} == {None, "wire"}
+
+
+# --- catalog tables ------------------------------------------------------------------------------------
+
+
+def test_table_prefixes_are_validated_and_quoted():
+    cfg = load_config()
+    for bad in ("victim --", "a;DROP TABLE b;", "db.`x`", "1abc_", "a.b.c.d_"):
+        with pytest.raises(Exception, match="is not a table name this job writes"):
+            output_tables(cfg, bad)
+    assert output_tables(cfg, "dedup.news_")["documents"] == "dedup.news_documents"
+    assert quote_identifier("db.news_documents") == "`db`.`news_documents`"
+    assert quote_identifier("we`ird") == "`we``ird`"
+
+
+def test_a_table_the_job_did_not_create_is_never_dropped(spark, tmp_path, capsys):
+    spark.createDataFrame([(1, "precious")], "k int, v string").write.saveAsTable("safety_documents")
+    inp = corpus(tmp_path / "c.parquet")
+    try:
+        code, err = run(
+            capsys,
+            "dedup",
+            "--input",
+            str(inp),
+            "--output",
+            str(tmp_path / "out"),
+            "--overwrite",
+            "--output-table-prefix",
+            "safety_",
+        )
+        assert code == 2 and "table 'safety_documents' exists and it is a managed table" in err
+        assert spark.table("safety_documents").collect()[0]["v"] == "precious"
+        assert not (tmp_path / "out").exists()
+        code, err = run(
+            capsys,
+            "dedup",
+            "--input",
+            str(inp),
+            "--output",
+            str(tmp_path / "out"),
+            "--output-table-prefix",
+            "victim --",
+        )
+        assert code == 2 and "is not a table name" in err
+    finally:
+        spark.sql("DROP TABLE IF EXISTS safety_documents")
+
+
+def test_tables_the_job_registered_are_replaced_on_overwrite(spark, tmp_path, capsys):
+    inp = corpus(tmp_path / "c.parquet")
+    args = [
+        "dedup",
+        "--input",
+        str(inp),
+        "--output-table-prefix",
+        "owned_",
+        "--set",
+        "output.write_report=false",
+    ]
+    try:
+        assert main([*args, "--output", str(tmp_path / "a")]) == 0
+        assert main([*args, "--output", str(tmp_path / "b"), "--overwrite"]) == 0
+        assert spark.table("owned_documents").count() == 6
+        location = [
+            r for r in spark.sql("DESCRIBE TABLE EXTENDED owned_documents").collect() if r[0] == "Location"
+        ]
+        assert location[0][1].rstrip("/").endswith("b/documents")
+    finally:
+        for name in ("documents", "pairs", "clusters", "deduplicated"):
+            spark.sql(f"DROP TABLE IF EXISTS owned_{name}")
+    assert (tmp_path / "b" / "documents").is_dir()  # dropping the external tables kept the files
+
+
+# --- crawled HTML --------------------------------------------------------------------------------------
+
+
+def test_an_unterminated_comment_does_not_make_two_articles_one():
+    head = "<p>今日要闻：本报记者从有关部门获悉，以下为全文。</p><!-- 广告位 "
+    a = head + "第一篇文章讲的是农业生产和粮食安全，今年夏粮再获丰收，产量创下历史新高。" * 2
+    b = head + "第二篇文章讲的是城市交通，地铁新线路开通运营，市民出行更加便利快捷。" * 2
+    batch = Fingerprinter(load_config().model).batch([a, b])
+    assert int(batch.fingerprint[0]) != int(batch.fingerprint[1])
+
+
+# --- check ---------------------------------------------------------------------------------------------
+
+
+def test_check_rejects_input_that_is_not_utf8_or_not_text(tmp_path, capsys):
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("第一行\n新闻正文".encode("gb18030"))
+    code, err = run(capsys, "check", "--index", str(tmp_path / "none"), "--file", str(gbk))
+    assert code == 2 and "not UTF-8 (line 1" in err and str(gbk) in err
+    for line, message in (
+        ('{"id": 1, "text": 5}', '"text" is int'),
+        ('{"id": 2, "text": ["a"]}', '"text" is list'),
+        ('{"id": NaN, "text": "x"}', '"id" is nan'),
+        ("[1, 2]", 'expected a JSON object with a "text" key'),
+    ):
+        f = tmp_path / "q.jsonl"
+        f.write_text('{"id": 0, "text": "ok"}\n' + line + "\n")
+        code, err = run(capsys, "check", "--index", str(tmp_path / "none"), "--file", str(f), "--jsonl")
+        assert code == 2 and message in err and "line 2" in err, err
