@@ -54,8 +54,9 @@ def build(workdir: Path, cfg, entries: int) -> dict:
 
     from simhash_spark import columns as C
     from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
-    from simhash_spark.incremental import ENTRY_COLUMNS, new_layout, open_store, write_snapshot
-    from simhash_spark.index_store import now
+    from simhash_spark.index.session import new_layout
+    from simhash_spark.index.snapshots import ENTRY_COLUMNS, write_snapshot
+    from simhash_spark.index.store import now, open_store
     from simhash_spark.session import build_session
 
     spark = build_session(cfg, conf={"spark.driver.memory": "8g"})
@@ -116,8 +117,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
 
-    from simhash_spark.check import Query, check
     from simhash_spark.config import load_config
+    from simhash_spark.index.check import Query, check
 
     cfg = load_config(None, args.overrides)
     workdir = (

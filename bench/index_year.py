@@ -27,8 +27,9 @@ def build(workdir: Path, cfg, per_day: int) -> dict:
 
     from simhash_spark import columns as C
     from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
-    from simhash_spark.incremental import ENTRY_COLUMNS, new_layout, open_store, write_snapshot
-    from simhash_spark.index_store import now
+    from simhash_spark.index.session import new_layout
+    from simhash_spark.index.snapshots import ENTRY_COLUMNS, write_snapshot
+    from simhash_spark.index.store import now, open_store
     from simhash_spark.session import build_session
 
     spark = build_session(cfg, conf={"spark.driver.memory": "8g"})

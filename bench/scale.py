@@ -73,7 +73,8 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from simhash_spark.config import load_config
-    from simhash_spark.linking import link
+    from simhash_spark.context import RunContext
+    from simhash_spark.linking import LinkParams, link
     from simhash_spark.session import build_session
 
     spark = build_session(
@@ -99,10 +100,10 @@ def main() -> None:
             cfg = load_config(
                 overrides=[f"bands.scheme={scheme}", f"match.max_distance={args.k}", "verify.measure=none"]
             )
-            timings: dict[str, float] = {}
-            persisted: list = []
+            ctx = RunContext()
+            timings = ctx.timings
             start = time.perf_counter()
-            linked = link(keyed, cfg, timings=timings, persisted=persisted)
+            linked = link(keyed, LinkParams.from_config(cfg, titled=False), ctx)
             clustered = linked.assignments.count()
             wall = time.perf_counter() - start
             st = linked.stats
@@ -131,8 +132,7 @@ def main() -> None:
             }
             results.append(row)
             print(json.dumps(row), flush=True)
-            for df in persisted:
-                df.unpersist()
+            ctx.release()
     spark.stop()
 
 

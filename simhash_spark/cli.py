@@ -74,7 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_dedup(sub)
+    _add_demo(sub)
+    _add_check(sub)
+    _add_index(sub)
+    return parser
 
+
+def _add_dedup(sub: Any) -> None:
     d = sub.add_parser(
         "dedup",
         help="run the dedup job",
@@ -122,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_common(d)
 
+
+def _add_demo(sub: Any) -> None:
     m = sub.add_parser(
         "demo",
         help="generate a sample Chinese corpus with planted near-duplicates and run the job on it",
@@ -133,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=7)
     _add_common(m)
 
+
+def _add_check(sub: Any) -> None:
     c = sub.add_parser(
         "check",
         help="check texts against a fingerprint index (no Spark)",
@@ -151,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(c)
     c.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
+
+def _add_index(sub: Any) -> None:
     ix = sub.add_parser("index", help="inspect or maintain a fingerprint index")
     ixs = ix.add_subparsers(dest="index_command", required=True)
     st = ixs.add_parser("stats", help="entries, snapshots, runs, size and model of an index (no Spark)")
@@ -183,7 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
         "entries (default 0.5)",
     )
     _add_common(co)
-    return parser
 
 
 def _setup_logging(level: str) -> None:
@@ -205,7 +217,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     run_date = None
     if args.index:
-        from simhash_spark.incremental import check_run_date
+        from simhash_spark.index.session import check_run_date
 
         given = datetime.now(UTC).date().isoformat() if args.run_date is None else args.run_date
         run_date = check_run_date(given, allow_future=args.allow_future_run_date)
@@ -278,7 +290,7 @@ def _read_lines(args: argparse.Namespace) -> list[str]:
 def _json_query(line: str, where: str) -> Any:
     """One ``{"id": ..., "text": ...}`` line: a null text is checked as ``null_text``; anything else that
     is not a string, and an id that is not a string or an integer, is an error naming the line."""
-    from simhash_spark.check import Query
+    from simhash_spark.index.check import Query
 
     try:
         obj = json.loads(line)
@@ -295,7 +307,7 @@ def _json_query(line: str, where: str) -> Any:
 
 
 def _read_queries(args: argparse.Namespace) -> list[Any]:
-    from simhash_spark.check import Query
+    from simhash_spark.index.check import Query
 
     queries = [Query(None, t) for t in args.texts]
     source = args.file if args.file and args.file != "-" else "stdin"
@@ -307,7 +319,7 @@ def _read_queries(args: argparse.Namespace) -> list[Any]:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from simhash_spark.check import check
+    from simhash_spark.index.check import check
 
     cfg = load_config(args.config, args.overrides)
     results, read = check(args.index, cfg, _read_queries(args))
@@ -319,11 +331,11 @@ def _run_check(args: argparse.Namespace) -> int:
 
 def _run_index(args: argparse.Namespace) -> int:
     if args.index_command == "stats":
-        from simhash_spark.index_admin import stats
+        from simhash_spark.index.admin import stats
 
         print(json.dumps(stats(args.path), indent=2, ensure_ascii=False))
         return 0
-    from simhash_spark.index_admin import compact
+    from simhash_spark.index.admin import compact
     from simhash_spark.session import build_session
 
     cfg = load_config(args.config, args.overrides)
@@ -373,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simhash_spark: error: {e}", file=sys.stderr)
         return e.exit_code
     except Exception as e:
-        from simhash_spark.stages import StageFailed
+        from simhash_spark.context import StageFailed
 
         log.exception("run failed")
         message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"

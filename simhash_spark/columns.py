@@ -28,7 +28,7 @@ TITLE_FINGERPRINT = "title_fingerprint"
 
 # internal: band join and connected components
 TEXT_HASH = "text_hash"  # xxhash64 of the text: identical-fingerprint groups split by text when verifying
-TABLE = "band"
+BAND = "band"  # the band (LSH table) a key belongs to
 KEY = "band_key"
 SRC = "src"
 DST = "dst"
@@ -40,6 +40,7 @@ MATCHED_INDEX_ID = "matched_index_id"  # the earliest indexed document in the ba
 RUN_DATE = "run_date"
 PART = "part"  # index key partition: band << prefix_bits | key prefix
 BUCKET = "bucket"  # index text partition: top bits of the fingerprint
+BUCKET_SIZE = "bucket_size"  # fingerprints sharing one band key (hot-bucket detection)
 
 # Columns the job adds to documents/: pass-through columns must not reuse these names.
 RESERVED = (

@@ -8,6 +8,7 @@ a value that is not valid TOML is taken as a plain string (``--set features.mode
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tomllib
 import types
@@ -133,7 +134,7 @@ class Config:
             dataclasses.replace(self.fingerprint, min_chars=self.title.min_chars),
         )
 
-    @property
+    @functools.cached_property
     def policy(self) -> ThresholdPolicy:
         return ThresholdPolicy(self.match.max_distance, self.match.length_steps)
 
@@ -299,21 +300,28 @@ def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def _check_cross_fields(cfg: Config) -> None:
+def _check_scheme(key: str, spec: str, k: int, what: str) -> None:
+    """Band design ``spec`` (at ``key``) must find every pair (exact designs) or be able to (LSH) up to k."""
     from simhash_spark.core.bands import MAX_AUTO_K, parse_scheme
 
-    scheme = parse_scheme(cfg.bands.scheme)
-    k = cfg.policy.largest
-    what = "match.max_distance" if k == cfg.match.max_distance else "match.length_steps"
+    scheme = parse_scheme(spec)
     if scheme.accepts(k):
         return
     if scheme.auto:
-        raise ConfigError(f"{what}: {k} is above {MAX_AUTO_K}, the largest k bands.scheme='auto' handles")
+        raise ConfigError(f"{what}: {k} is above {MAX_AUTO_K}, the largest k {key}='auto' handles")
     raise ConfigError(
-        f"{what}: {k} is too large for bands.scheme={cfg.bands.scheme!r}, which finds every "
-        f"pair only up to {scheme.max_exact_distance} differing bits; use more blocks "
-        f'(e.g. bands.scheme="blocks:{k + 2}") or bands.scheme="auto"'
+        f"{what}: {k} is too large for {key}={spec!r}, which finds every pair only up to "
+        f"{scheme.max_exact_distance} differing bits; use more blocks "
+        f'(e.g. {key}="blocks:{k + 2}") or {key}="auto"'
     )
+
+
+def _check_cross_fields(cfg: Config) -> None:
+    k = cfg.policy.largest
+    what = "match.max_distance" if k == cfg.match.max_distance else "match.length_steps"
+    _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
+    if cfg.index.scheme != "auto":
+        _check_scheme("index.scheme", cfg.index.scheme, k, what)
 
 
 def from_mapping(data: Mapping[str, Any]) -> Config:

@@ -1,6 +1,8 @@
-"""Linking fingerprints: identical groups, the band join (or local forests for hot buckets), the Hamming
-filter and connected components. Works on (id, fingerprint) alone, so fingerprints computed elsewhere
-can be linked too (``bench/scale.py`` does). Runs the actions these stages need."""
+"""Linking fingerprints into duplicate pairs and clusters, in named steps: identical groups → band design →
+candidates (band join, or spanning forests for hot buckets) → accepted pairs (the pair rule) → clusters
+(connected components). Works on (id, fingerprint, n_chars) alone, so fingerprints computed elsewhere can
+be linked too (``bench/scale.py`` does). Takes its own parameters (``LinkParams``), never the whole
+configuration."""
 
 from __future__ import annotations
 
@@ -9,19 +11,19 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config, MatchConfig
-from simhash_spark.core.bands import parse_scheme
-from simhash_spark.core.verify import TITLE, VERIFIED, VerifyOptions
-from simhash_spark.stages import timed as _timed
+from simhash_spark.config import BandsConfig, Config
+from simhash_spark.context import RunContext
+from simhash_spark.core.bands import BandScheme, parse_scheme
+from simhash_spark.core.rules import PairRule
+from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
 from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design
-from simhash_spark.transforms.hot_buckets import SIZE, hot_bucket_forest, large_buckets
+from simhash_spark.transforms.hot_buckets import hot_bucket_forest, large_buckets
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
     cross_group_pair_count,
@@ -31,14 +33,47 @@ from simhash_spark.transforms.identical import (
     star_edges,
     within_group_pairs,
 )
-from simhash_spark.transforms.verify import verify_pairs, within_threshold
+from simhash_spark.transforms.verify import accept_pairs
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class LinkParams:
+    """What linking needs, resolved once from the configuration."""
+
+    rule: PairRule  # k per pair, the text check, the title rule "and"
+    bands: BandsConfig
+    pairs_max_group: int  # identical groups larger than this are written as stars
+    max_iterations: int  # connected components
+    title_rule: str | None = None  # "and", "or", or None without titles
+    title_max_distance: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Config, *, titled: bool) -> LinkParams:
+        title_rule = cfg.title.rule if titled else None
+        and_distance = cfg.title.max_distance if title_rule == "and" else None
+        return cls(
+            rule=PairRule(cfg.policy, cfg.verify, cfg.normalize, and_distance),
+            bands=cfg.bands,
+            pairs_max_group=cfg.output.pairs_max_group,
+            max_iterations=cfg.cluster.max_iterations,
+            title_rule=title_rule,
+            title_max_distance=cfg.title.max_distance,
+        )
+
+    def for_titles(self) -> LinkParams:
+        """Title rule "or": title fingerprints within ``title_max_distance``, no text check, auto bands."""
+        rule = PairRule(
+            ThresholdPolicy(self.title_max_distance), VerifyOptions(measure="none"), self.rule.norm
+        )
+        bands = dataclasses.replace(self.bands, scheme="auto")
+        return LinkParams(rule, bands, self.pairs_max_group, self.max_iterations)
+
+
 @dataclass
 class Linked:
-    pairs: DataFrame  # id_a < id_b, distance (pairs/)
+    pairs: DataFrame  # id_a < id_b, distance, similarity, reason (pairs/)
     assignments: DataFrame  # node, component (nodes with an edge only)
     stats: dict[str, Any]
 
@@ -53,230 +88,250 @@ class _Found:
 
 def link(
     keyed: DataFrame,
-    cfg: Config,
+    params: LinkParams,
+    ctx: RunContext,
     *,
-    timings: dict[str, float],
-    persisted: list[DataFrame],
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
 ) -> Linked:
-    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents; when
-    ``verify.measure`` is not "none", their ``texts`` (``id``, ``text``); with a title column, the title
-    fingerprints ``titles`` (``id``, ``title_fingerprint``, non-null). Stages "candidates", "verify",
-    "titles" and "clusters" are timed into ``timings``; persisted frames are appended to ``persisted``.
+    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents; when the rule
+    checks texts, their ``texts`` (``id``, ``text``); with a title rule, the title fingerprints ``titles``
+    (``id``, ``title_fingerprint``, non-null). Stages "candidates", "verify", "titles" and "clusters".
 
     Title rule "and": a pair of documents that both have a title fingerprint must also have titles within
-    ``title.max_distance`` bits. "or": documents whose titles are that close are duplicates too (found by
-    a band join of their own, reason "title")."""
-    rule = cfg.title.rule if titles is not None else None
-    body = _find(
-        keyed,
-        cfg,
-        timings=timings,
-        persisted=persisted,
-        texts=texts,
-        titles=titles if rule == "and" else None,
-    )
-    pairs, edges, n_pairs, stats = body.pairs, body.edges, body.n_pairs, body.stats
-    if rule == "or":
+    ``title_max_distance`` bits. "or": documents whose titles are that close are duplicates too (found by
+    a linking of their own, reason "title")."""
+    found = _find(keyed, params, ctx, texts=texts, titles=titles if params.title_rule == "and" else None)
+    if params.title_rule == "or":
         assert titles is not None
-        with _timed(timings, "titles"):
-            title_cfg = cfg.replace(
-                match=MatchConfig(max_distance=cfg.title.max_distance),
-                verify=VerifyOptions(measure="none"),
-                bands=dataclasses.replace(cfg.bands, scheme="auto"),
-            )
-            by_title = _find(
-                titles.select(
-                    C.ID, F.col(C.TITLE_FINGERPRINT).alias(C.FINGERPRINT), F.lit(0).alias(C.N_CHARS)
-                ),
-                title_cfg,
-                timings={},
-                persisted=persisted,
-                texts=None,
-                titles=None,
-            )
-            fa = keyed.select(F.col(C.ID).alias("_fa_id"), F.col(C.FINGERPRINT).alias("_fa"))
-            fb = keyed.select(F.col(C.ID).alias("_fb_id"), F.col(C.FINGERPRINT).alias("_fb"))
-            only_title = (
-                by_title.pairs.join(body.pairs.select(C.ID_A, C.ID_B), on=[C.ID_A, C.ID_B], how="left_anti")
-                .join(fa, on=F.col(C.ID_A) == F.col("_fa_id"), how="left")
-                .join(fb, on=F.col(C.ID_B) == F.col("_fb_id"), how="left")
-                .select(
-                    C.ID_A,
-                    C.ID_B,
-                    hamming_distance(F.col("_fa"), F.col("_fb")).cast("int").alias(C.DISTANCE),
-                    F.lit(None).cast("double").alias(C.SIMILARITY),
-                    F.lit(TITLE).alias(C.REASON),
-                )
-                .persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            persisted.append(only_title)
-            n_title = only_title.count()
-            pairs = pairs.unionByName(only_title)
-            edges = edges.unionByName(by_title.edges)
-            n_pairs += n_title
-            stats["pairs_complete"] = stats["pairs_complete"] and by_title.stats["pairs_complete"]
-            stats["title"] = {
-                "rule": "or",
-                "max_distance": cfg.title.max_distance,
-                "title_pairs": by_title.n_pairs,
-                "pairs_added_by_title": n_title,
-                "bands": by_title.stats["bands"]["scheme"],
-            }
-    elif rule == "and":
-        stats["title"] = {"rule": "and", "max_distance": cfg.title.max_distance}
-    stats["pairs_accepted"] = n_pairs
-
-    with _timed(timings, "clusters"):
-        comps = connected_components(edges, max_iterations=cfg.cluster.max_iterations)
-    stats["components_iterations"] = comps.iterations
-    return Linked(pairs, comps.assignments, stats)
+        with ctx.stage("titles"):
+            found = _add_title_pairs(found, keyed, titles, params, ctx)
+    elif params.title_rule == "and":
+        found.stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
+    found.stats["pairs_accepted"] = found.n_pairs
+    with ctx.stage("clusters"):
+        comps = connected_components(found.edges, max_iterations=params.max_iterations)
+    found.stats["components_iterations"] = comps.iterations
+    return Linked(found.pairs, comps.assignments, found.stats)
 
 
-def _title_within(pairs: DataFrame, titles: DataFrame, max_distance: int) -> DataFrame:
-    """Pairs whose titles are within ``max_distance`` bits, or that lack a title on either side."""
-    ta = titles.select(F.col(C.ID).alias("_ta_id"), F.col(C.TITLE_FINGERPRINT).alias("_ta"))
-    tb = titles.select(F.col(C.ID).alias("_tb_id"), F.col(C.TITLE_FINGERPRINT).alias("_tb"))
-    return (
-        pairs.join(ta, on=F.col(C.ID_A) == F.col("_ta_id"), how="left")
-        .join(tb, on=F.col(C.ID_B) == F.col("_tb_id"), how="left")
-        .where(
-            F.col("_ta").isNull()
-            | F.col("_tb").isNull()
-            | (hamming_distance(F.col("_ta"), F.col("_tb")) <= max_distance)
-        )
-        .select(*pairs.columns)
+def _add_title_pairs(
+    body: _Found, keyed: DataFrame, titles: DataFrame, params: LinkParams, ctx: RunContext
+) -> _Found:
+    """Title rule "or": the pairs whose titles are close, added to the body's (reason "title")."""
+    title_keyed = titles.select(
+        C.ID, F.col(C.TITLE_FINGERPRINT).alias(C.FINGERPRINT), F.lit(0).alias(C.N_CHARS)
     )
+    by_title = _find(title_keyed, params.for_titles(), ctx.untimed(), texts=None, titles=None)
+    fa = keyed.select(F.col(C.ID).alias("_fa_id"), F.col(C.FINGERPRINT).alias("_fa"))
+    fb = keyed.select(F.col(C.ID).alias("_fb_id"), F.col(C.FINGERPRINT).alias("_fb"))
+    only_title = ctx.persist(
+        by_title.pairs.join(body.pairs.select(C.ID_A, C.ID_B), on=[C.ID_A, C.ID_B], how="left_anti")
+        .join(fa, on=F.col(C.ID_A) == F.col("_fa_id"), how="left")
+        .join(fb, on=F.col(C.ID_B) == F.col("_fb_id"), how="left")
+        .select(
+            C.ID_A,
+            C.ID_B,
+            hamming_distance(F.col("_fa"), F.col("_fb")).cast("int").alias(C.DISTANCE),
+            F.lit(None).cast("double").alias(C.SIMILARITY),
+            F.lit(BY_TITLE).alias(C.REASON),
+        )
+    )
+    n_title = only_title.count()
+    stats = {
+        **body.stats,
+        "pairs_complete": body.stats["pairs_complete"] and by_title.stats["pairs_complete"],
+        "title": {
+            "rule": "or",
+            "max_distance": params.title_max_distance,
+            "title_pairs": by_title.n_pairs,
+            "pairs_added_by_title": n_title,
+            "bands": by_title.stats["bands"]["scheme"],
+        },
+    }
+    pairs = body.pairs.unionByName(only_title)
+    return _Found(pairs, body.edges.unionByName(by_title.edges), body.n_pairs + n_title, stats)
+
+
+# --- the steps of one linking -------------------------------------------------------------------------
+
+
+@dataclass
+class _Identical:
+    """Documents grouped by fingerprint (and, with a text check, by text): one representative each."""
+
+    groups: DataFrame  # id (the representative), fingerprint, group size
+    members: DataFrame
+    totals: Row  # distinct, fingerprints, groups, largest, cut, within
+
+    @property
+    def reps(self) -> DataFrame:
+        return self.groups.select(C.ID, C.FINGERPRINT)
+
+
+@dataclass
+class _Design:
+    scheme: BandScheme
+    masks: list[int]
+    report: dict[str, Any]
+    hot: DataFrame  # band, band_key of the buckets over the limit
+    n_hot: int
+    largest_buckets: list[dict[str, Any]]
+
+
+def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunContext) -> _Identical:
+    """Identical groups of ``keyed`` (``id``, ``fingerprint``), split by text when ``texts`` is given:
+    only (id, hash of the text) reaches the grouping."""
+    keyed = keyed.select(C.ID, C.FINGERPRINT)
+    if texts is not None:
+        keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
+    groups = ctx.persist(fingerprint_groups(keyed))
+    members = ctx.persist(group_members(keyed, groups))
+    totals = groups.agg(
+        F.count(F.lit(1)).alias("distinct"),
+        F.count_distinct(C.FINGERPRINT).alias("fingerprints"),
+        F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
+        F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
+        F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
+        F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
+    ).first()
+    assert totals is not None
+    return _Identical(groups, members, totals)
+
+
+def _design(ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext) -> _Design:
+    """The band design (``auto``: chosen from a sample) and the buckets too large to join pair by pair."""
+    scheme = parse_scheme(bands.scheme)
+    n_distinct = int(ident.totals["distinct"])
+    report: dict[str, Any] = {}
+    if scheme.auto:
+        scheme, report = choose_design(ident.reps, n=n_distinct, k=k, cfg=bands)
+        log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
+    masks = scheme.table_masks(k)
+    fraction = min(1.0, bands.auto_sample_rows / n_distinct) if n_distinct else 1.0
+    sizes = ctx.persist(
+        large_buckets(ident.reps, masks=masks, fraction=fraction, limit=bands.hot_bucket_limit)
+    )
+    # sizes holds the sampled candidates for hot buckets only (a few hundred rows): one collect serves
+    # the count and the top ten
+    rows = sorted(
+        (
+            (r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY])
+            for r in sizes.select(C.BAND, C.KEY, C.BUCKET_SIZE).collect()
+        ),
+        key=lambda t: (-t[0], t[1], t[2]),
+    )
+    largest = [
+        {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
+        for size, band, key in rows[:10]
+    ]
+    hot = sizes.where(F.col(C.BUCKET_SIZE) > bands.hot_bucket_limit)
+    n_hot = sum(1 for size, _, _ in rows if size > bands.hot_bucket_limit)
+    return _Design(scheme, masks, report, hot, n_hot, largest)
+
+
+def _accepted(
+    candidates: DataFrame,
+    ident: _Identical,
+    design: _Design,
+    rule: PairRule,
+    ctx: RunContext,
+    *,
+    lengths: DataFrame,
+    texts: DataFrame | None,
+    titles: DataFrame | None,
+) -> tuple[DataFrame, int]:
+    """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), and the
+    number of forest edges."""
+    rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles)
+    forest_edges = 0
+    if design.n_hot:
+        members_in = ident.reps.join(lengths, on=C.ID, how="inner")
+        if titles is not None:
+            members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
+        forest = ctx.persist(
+            hot_bucket_forest(members_in, design.hot, masks=design.masks, rule=rule, texts=texts)
+        )
+        forest_edges = forest.count()
+        rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
+    return ctx.persist(rep_pairs), forest_edges
 
 
 def _find(
     keyed: DataFrame,
-    cfg: Config,
+    params: LinkParams,
+    ctx: RunContext,
     *,
-    timings: dict[str, float],
-    persisted: list[DataFrame],
     texts: DataFrame | None,
     titles: DataFrame | None,
 ) -> _Found:
-    """Duplicate pairs among ``keyed`` (one fingerprint per document): identical groups, band join or
-    hot-bucket forests, per-pair k, the second tier and (``titles`` given) the title condition."""
-    policy = cfg.policy
-    k = policy.largest
-    if cfg.verify.enabled and texts is None:
+    """Duplicate pairs among ``keyed`` (one fingerprint per document), with the statistics of each step."""
+    rule, k, limit = params.rule, params.rule.largest_k, params.pairs_max_group
+    checking = rule.verify.enabled
+    if checking and texts is None:
         raise ValueError("verify.measure needs the documents' texts")
     lengths = keyed.select(C.ID, C.N_CHARS)
-    keyed = keyed.select(C.ID, C.FINGERPRINT)
-    if cfg.verify.enabled and texts is not None:
-        # the hash is computed where the texts are read; only (id, hash) reaches the join
-        text_hashes = texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
-        keyed = keyed.join(text_hashes, on=C.ID, how="inner")
-    scheme = parse_scheme(cfg.bands.scheme)
-    with _timed(timings, "candidates"):
-        groups = fingerprint_groups(keyed).persist(StorageLevel.MEMORY_AND_DISK)
-        members = group_members(keyed, groups).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted += [groups, members]
-        limit = cfg.output.pairs_max_group
-        grp = groups.agg(
-            F.count(F.lit(1)).alias("distinct"),
-            F.count_distinct(C.FINGERPRINT).alias("fingerprints"),
-            F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
-            F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
-            F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
-            F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
-        ).first()
-        assert grp is not None
-        design_report: dict[str, Any] = {}
-        if scheme.auto:
-            scheme, design_report = choose_design(
-                groups.select(C.ID, C.FINGERPRINT), n=int(grp["distinct"]), k=k, cfg=cfg.bands
-            )
-            log.info("bands.scheme=auto chose %s (%s)", scheme.spec, design_report["reason"])
-        reps = groups.select(C.ID, C.FINGERPRINT)
-        masks = scheme.table_masks(k)
-        n_distinct = int(grp["distinct"])
-        fraction = min(1.0, cfg.bands.auto_sample_rows / n_distinct) if n_distinct else 1.0
-        sizes = large_buckets(reps, masks=masks, fraction=fraction, limit=cfg.bands.hot_bucket_limit).persist(
-            StorageLevel.MEMORY_AND_DISK
+    with ctx.stage("candidates"):
+        ident = _identical(keyed, texts if checking else None, limit, ctx)
+        design = _design(ident, k, params.bands, ctx)
+        keys = partitioned_band_keys(
+            ident.reps, masks=design.masks, skip=design.hot if design.n_hot else None
         )
-        persisted.append(sizes)
-        hot = sizes.where(F.col(SIZE) > cfg.bands.hot_bucket_limit)
-        # sizes holds only the sampled candidates for hot buckets (a few hundred rows): one collect serves
-        # both the count and the top ten
-        bucket_rows = sorted(
-            ((r[SIZE], r[C.TABLE], r[C.KEY]) for r in sizes.select(C.TABLE, C.KEY, SIZE).collect()),
-            key=lambda t: (-t[0], t[1], t[2]),
-        )
-        n_hot = sum(1 for size, _, _ in bucket_rows if size > cfg.bands.hot_bucket_limit)
-        largest_buckets = [
-            {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
-            for size, band, key in bucket_rows[:10]
-        ]
-        keys = partitioned_band_keys(reps, masks=masks, skip=hot if n_hot else None)
-        candidates = band_join(keys, masks=masks, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(candidates)
+        candidates = ctx.persist(band_join(keys, masks=design.masks, max_distance=k))
         within_k = candidates.count()
-    with _timed(timings, "verify"):
-        rep_pairs = verify_pairs(
-            within_threshold(candidates, lengths, policy=policy), texts, opts=cfg.verify, norm=cfg.normalize
+    with ctx.stage("verify"):
+        rep_pairs, forest_edges = _accepted(
+            candidates, ident, design, rule, ctx, lengths=lengths, texts=texts, titles=titles
         )
-        if titles is not None:
-            rep_pairs = _title_within(rep_pairs, titles, cfg.title.max_distance)
-        forest_edges = 0
-        if n_hot:
-            members_in = reps.join(lengths, on=C.ID, how="inner")
-            if titles is not None:
-                members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
-            forest = hot_bucket_forest(
-                members_in,
-                hot,
-                masks=masks,
-                policy=policy,
-                verify=cfg.verify,
-                norm=cfg.normalize,
-                texts=texts,
-                title_max_distance=cfg.title.max_distance if titles is not None else None,
-            ).persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(forest)
-            forest_edges = forest.count()
-            rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-        rep_pairs = rep_pairs.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(rep_pairs)
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
-        pairs = expand_pairs(rep_pairs, members, max_group=limit)
-        n_pairs = int(grp["within"]) + cross_group_pair_count(rep_pairs, groups, max_group=limit)
-
+        pairs = expand_pairs(rep_pairs, ident.members, max_group=limit)
+        n_pairs = int(ident.totals["within"]) + cross_group_pair_count(
+            rep_pairs, ident.groups, max_group=limit
+        )
     edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
-        star_edges(members)
+        star_edges(ident.members)
     )
+    stats = _stats(ident, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
+    return _Found(pairs, edges, n_pairs, stats)
 
-    stats = {
-        "distinct_fingerprints": int(grp["fingerprints"]),
+
+def _stats(
+    ident: _Identical,
+    design: _Design,
+    rule: PairRule,
+    k: int,
+    within_k: int,
+    by_reason: dict[str, int],
+    n_pairs: int,
+    forest_edges: int,
+) -> dict[str, Any]:
+    t = ident.totals
+    return {
+        "distinct_fingerprints": int(t["fingerprints"]),
         # rows of the band join: one per distinct fingerprint (and, with a text check, distinct text)
-        "representatives": int(grp["distinct"]),
-        "identical_fingerprint_groups": int(grp["groups"]),
-        "largest_identical_group": int(grp["largest"]),
+        "representatives": int(t["distinct"]),
+        "identical_fingerprint_groups": int(t["groups"]),
+        "largest_identical_group": int(t["largest"]),
         "candidate_pairs_within_k": within_k,
         "representative_pairs_accepted": sum(by_reason.values()),
         "representative_pairs_by_reason": by_reason,
         "pairs_accepted": n_pairs,
-        "pairs_complete": int(grp["cut"]) == 0 and n_hot == 0,
-        "hot_buckets": n_hot,
+        "pairs_complete": int(t["cut"]) == 0 and design.n_hot == 0,
+        "hot_buckets": design.n_hot,
         "hot_bucket_forest_edges": forest_edges,
-        "largest_buckets": largest_buckets,
-        "groups_written_as_stars": int(grp["cut"]),
+        "largest_buckets": design.largest_buckets,
+        "groups_written_as_stars": int(t["cut"]),
         "verify": {
-            "measure": cfg.verify.measure,
-            "min_similarity": cfg.verify.min_similarity if cfg.verify.enabled else None,
+            "measure": rule.verify.measure,
+            "min_similarity": rule.verify.min_similarity if rule.verify.enabled else None,
             "passed": by_reason.get(VERIFIED, 0),
         },
         "bands": {
-            "scheme": scheme.spec,
-            "tables": scheme.n_tables(k),
+            "scheme": design.scheme.spec,
+            "tables": design.scheme.n_tables(k),
             "max_distance": k,
-            "exact": scheme.exact,
-            "recall_at_k": round(scheme.recall(k), 6),
-            **({"auto": design_report} if design_report else {}),
+            "exact": design.scheme.exact,
+            "recall_at_k": round(design.scheme.recall(k), 6),
+            **({"auto": design.report} if design.report else {}),
         },
     }
-    return _Found(pairs, edges, n_pairs, stats)

@@ -9,14 +9,15 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
+from simhash_spark.context import RunContext
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
-from simhash_spark.incremental import IndexSession, entries_of_batch, run_record
+from simhash_spark.index.session import IndexSession, Lookup, run_record
+from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
     check_locations,
     check_tables,
@@ -27,11 +28,10 @@ from simhash_spark.io import (
     validate_input,
     write_parquet,
 )
-from simhash_spark.linking import link
+from simhash_spark.linking import Linked, LinkParams, link
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import render
-from simhash_spark.stages import timed
 from simhash_spark.storage import FileSystem
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
 from simhash_spark.transforms.fingerprint import (
@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class DedupResult:
-    """Outputs of one run (persisted where later stages reuse them) and its statistics."""
+    """Outputs of one run (persisted where later stages reuse them: ``unpersist`` releases them) and its
+    statistics."""
 
     documents: DataFrame
     pairs: DataFrame
@@ -57,12 +58,14 @@ class DedupResult:
     texts: DataFrame  # id, text (the configured text columns joined), for the report
     index_entries: DataFrame | None = None  # incremental runs: what the index takes from this batch
     stats: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    _persisted: list[DataFrame] = field(default_factory=list, repr=False)
+    ctx: RunContext = field(default_factory=RunContext, repr=False)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.ctx.timings
 
     def unpersist(self) -> None:
-        for df in self._persisted:
-            df.unpersist()
+        self.ctx.release()
 
 
 def _default_parallelism(spark: SparkSession) -> int:
@@ -111,40 +114,81 @@ def dedup(
     index: IndexSession | None = None,
 ) -> DedupResult:
     """Find near-duplicates in ``raw`` (the input rows, any columns) as configured; with ``index``, also
-    against the documents of earlier runs it holds (``simhash_spark.incremental``).
+    against the documents of earlier runs it holds (``simhash_spark.index``).
 
-    Runs the Spark actions the job needs (validation, fingerprinting, candidate counting, connected
-    components); the returned DataFrames are ready to be written or inspected.
+    Steps: validate → fingerprint → (index lookup) → link (candidates, verify, clusters) → assemble. Runs
+    the Spark actions these need; the returned DataFrames are persisted, ready to be written or
+    inspected (``unpersist`` releases them).
     """
-    timings: dict[str, float] = {}
-    persisted: list[DataFrame] = []
-    with timed(timings, "validate"):
+    ctx = RunContext()
+    docs, fps, status_counts = _fingerprint(spark, raw, cfg, ctx, source=source)
+    looked = None
+    if index is not None:
+        with ctx.stage("index_lookup"):
+            if index.rebuilt_from is not None:
+                index.rebuild(cfg)
+            looked = index.lookup(fps, cfg.policy.largest, ctx)
+            if looked.fps is not fps:  # ids the index holds already: their status changed
+                fps = ctx.persist(looked.fps)
+                status_counts = _status_counts(fps)
+    keyed, texts, titles = _link_inputs(fps, docs, cfg, looked)
+    params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
+    linked = link(keyed, params, ctx, texts=texts if cfg.verify.enabled else None, titles=titles)
+    with ctx.stage("assemble"):
+        if looked is None:
+            documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
+        else:
+            documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
+            linked.stats["pairs_accepted"] = pairs.count()
+        documents = ctx.persist(documents)
+        totals = _document_totals(documents, incremental=looked is not None)
+    stats = _stats(status_counts, linked.stats, totals, looked)
+    entries = None
+    if index is not None:
+        title = [F.col(C.TITLE)] if C.TITLE in docs.columns else []
+        batch_texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title)
+        entries = entries_of_batch(fps, batch_texts, index.run_date)
+    return DedupResult(
+        documents,
+        pairs,
+        cluster_table(documents),
+        drop_duplicates(raw, documents, id_column=cfg.input.id_column),
+        docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT)),
+        entries,
+        stats,
+        ctx,
+    )
+
+
+def _fingerprint(
+    spark: SparkSession, raw: DataFrame, cfg: Config, ctx: RunContext, *, source: str
+) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """(the working frame ``docs``, its fingerprints ``fps`` (persisted, computed), rows per status)."""
+    with ctx.stage("validate"):
         validate_input(raw, cfg, source=source)
         docs = _spread(spark, prepare_docs(raw, cfg), cfg)
-
-    with timed(timings, "fingerprint"):
+    with ctx.stage("fingerprint"):
         _ship_model_files(spark, cfg)
         extra = tuple(c for c in docs.columns if c not in (C.ID, C.TEXT))
         fps = add_fingerprints(docs, model=cfg.model, extra=extra)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
-        fps = fps.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(fps)
-        status_rows = fps.groupBy(C.STATUS).count().collect()
-    looked = None
-    if index is not None:
-        with timed(timings, "index_lookup"):
-            if index.rebuilt_from is not None:
-                index.rebuild(cfg)
-            looked = index.lookup(fps, cfg.policy.largest, persisted)
-            if looked.fps is not fps:  # ids the index holds already: their status changed
-                fps = looked.fps.persist(StorageLevel.MEMORY_AND_DISK)
-                persisted.append(fps)
-                status_rows = fps.groupBy(C.STATUS).count().collect()
-    status_counts = {s: 0 for s in STATUSES}
-    status_counts.update({r[C.STATUS]: int(r["count"]) for r in status_rows})
-    input_rows = sum(status_counts.values())
+        fps = ctx.persist(fps)
+        status_counts = _status_counts(fps)
+    return docs, fps, status_counts
 
+
+def _status_counts(fps: DataFrame) -> dict[str, int]:
+    counts = {s: 0 for s in STATUSES}
+    counts.update({r[C.STATUS]: int(r["count"]) for r in fps.groupBy(C.STATUS).count().collect()})
+    return counts
+
+
+def _link_inputs(
+    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None
+) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """(keyed, texts, titles) of what is linked: the fingerprinted documents, and the index entries the
+    batch touches."""
     keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS)
     texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
     titles = (
@@ -152,97 +196,78 @@ def dedup(
         if cfg.input.title_column
         else None
     )
-    linked_keyed, linked_texts, linked_titles = keyed, texts, titles
-    if looked is not None:
-        touched = looked.touched
-        linked_keyed = keyed.unionByName(touched.select(C.ID, C.FINGERPRINT, C.N_CHARS))
-        linked_texts = texts.unionByName(touched.select(C.ID, C.TEXT))
-        if titles is not None:
-            linked_titles = titles.unionByName(
-                touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
-            )
-    linked = link(
-        linked_keyed,
-        cfg,
-        timings=timings,
-        persisted=persisted,
-        texts=linked_texts if cfg.verify.enabled else None,
-        titles=linked_titles,
+    if looked is None:
+        return keyed, texts, titles
+    touched = looked.touched
+    keyed = keyed.unionByName(touched.select(C.ID, C.FINGERPRINT, C.N_CHARS))
+    texts = texts.unionByName(touched.select(C.ID, C.TEXT))
+    if titles is not None:
+        titled = touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull())
+        titles = titles.unionByName(titled.select(C.ID, C.TITLE_FINGERPRINT))
+    return keyed, texts, titles
+
+
+def _assemble_full(fps: DataFrame, linked: Linked, cfg: Config) -> DataFrame:
+    return assign_clusters(
+        fps,
+        linked.assignments,
+        representative=cfg.cluster.representative,
+        extra=cfg.input.passthrough_columns,
     )
-    pairs = linked.pairs
 
-    with timed(timings, "assemble"):
-        if looked is None:
-            documents = assign_clusters(
-                fps,
-                linked.assignments,
-                representative=cfg.cluster.representative,
-                extra=cfg.input.passthrough_columns,
-            )
-        else:
-            comps = batch_components(
-                linked.assignments, keyed.select(C.ID), looked.touched.select(C.ID, C.RUN_DATE)
-            ).persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(comps)
-            documents = with_index_matches(
-                assign_clusters(
-                    fps,
-                    comps.select(C.NODE, C.COMPONENT),
-                    representative=cfg.cluster.representative,
-                    extra=cfg.input.passthrough_columns,
-                ),
-                comps,
-                extra=cfg.input.passthrough_columns,
-            )
-            pairs = drop_index_pairs(pairs, looked.touched.select(C.ID)).persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(pairs)
-        documents = documents.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(documents)
-        matched = (
-            [F.count(F.col(C.MATCHED_INDEX_ID)).alias("matched")]
-            if looked is not None
-            else [F.lit(0).alias("matched")]
-        )
-        agg = documents.agg(
-            F.coalesce(F.sum(F.col(C.IS_DUPLICATE).cast("long")), F.lit(0)).alias("duplicates"),
-            F.count_distinct(F.when(F.col(C.CLUSTER_SIZE) > 1, F.col(C.CLUSTER_ID))).alias("clusters"),
-            F.coalesce(F.max(C.CLUSTER_SIZE), F.lit(0)).alias("largest"),
-            *matched,
-        ).first()
-        assert agg is not None
-        index_stats: dict[str, Any] = {}
-        if looked is not None:
-            linked.stats["pairs_accepted"] = pairs.count()
-            index_stats = {
-                "index": {
-                    **looked.stats,
-                    "batch_documents_matched": int(agg["matched"]),
-                }
-            }
 
-    clusters = cluster_table(documents)
-    deduplicated = drop_duplicates(raw, documents, id_column=cfg.input.id_column)
-    duplicates = int(agg["duplicates"])
+def _assemble_incremental(
+    fps: DataFrame, linked: Linked, looked: Lookup, cfg: Config, ctx: RunContext
+) -> tuple[DataFrame, DataFrame]:
+    """(documents with ``matched_index_id``, the pairs that involve a batch document)."""
+    batch_ids = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID)
+    comps = ctx.persist(
+        batch_components(linked.assignments, batch_ids, looked.touched.select(C.ID, C.RUN_DATE))
+    )
+    documents = assign_clusters(
+        fps,
+        comps.select(C.NODE, C.COMPONENT),
+        representative=cfg.cluster.representative,
+        extra=cfg.input.passthrough_columns,
+    )
+    documents = with_index_matches(documents, comps, extra=cfg.input.passthrough_columns)
+    pairs = ctx.persist(drop_index_pairs(linked.pairs, looked.touched.select(C.ID)))
+    return documents, pairs
+
+
+def _document_totals(documents: DataFrame, *, incremental: bool) -> Row:
+    matched = F.count(F.col(C.MATCHED_INDEX_ID)) if incremental else F.lit(0)
+    totals = documents.agg(
+        F.coalesce(F.sum(F.col(C.IS_DUPLICATE).cast("long")), F.lit(0)).alias("duplicates"),
+        F.count_distinct(F.when(F.col(C.CLUSTER_SIZE) > 1, F.col(C.CLUSTER_ID))).alias("clusters"),
+        F.coalesce(F.max(C.CLUSTER_SIZE), F.lit(0)).alias("largest"),
+        matched.alias("matched"),
+    ).first()
+    assert totals is not None
+    return totals
+
+
+def _stats(
+    status_counts: dict[str, int], link_stats: dict[str, Any], totals: Row, looked: Lookup | None
+) -> dict[str, Any]:
+    """summary.json's statistics (its documented keys, in their order)."""
+    input_rows = sum(status_counts.values())
+    duplicates = int(totals["duplicates"])
     stats = {
         "input_rows": input_rows,
         "fingerprinted": sum(status_counts[s] for s in FINGERPRINTED),
         "status": status_counts,
-        **{k: v for k, v in linked.stats.items() if k not in ("components_iterations", "bands")},
-        "clusters": int(agg["clusters"]),
-        "largest_cluster": int(agg["largest"]),
+        **{k: v for k, v in link_stats.items() if k not in ("components_iterations", "bands")},
+        "clusters": int(totals["clusters"]),
+        "largest_cluster": int(totals["largest"]),
         "duplicates": duplicates,
         "dedup_rate": round(duplicates / input_rows, 6) if input_rows else 0.0,
-        "components_iterations": linked.stats["components_iterations"],
-        "bands": linked.stats["bands"],
-        **index_stats,
+        "components_iterations": link_stats["components_iterations"],
+        "bands": link_stats["bands"],
     }
-    entries = None
-    if index is not None:
-        title = [F.col(C.TITLE)] if C.TITLE in docs.columns else []
-        entries = entries_of_batch(
-            fps, docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title), index.run_date
-        )
-    return DedupResult(documents, pairs, clusters, deduplicated, texts, entries, stats, timings, persisted)
+    if looked is not None:
+        stats["index"] = {**looked.stats, "batch_documents_matched": int(totals["matched"])}
+    return stats
 
 
 def _versions() -> dict[str, str]:
@@ -323,7 +348,7 @@ def _compute_and_publish(
     started = time.perf_counter()
     result = dedup(spark, raw, cfg, source=source, index=index)
     try:
-        with timed(result.timings, "write"):
+        with result.ctx.stage("write"):
             write_parquet(result.documents, publisher.path("documents"))
             write_parquet(result.pairs, publisher.path("pairs"))
             write_parquet(result.clusters, publisher.path("clusters"))
@@ -334,10 +359,10 @@ def _compute_and_publish(
             index.raise_if_alarming(result.stats["monitor"])
         report = None
         if cfg.output.write_report:
-            with timed(result.timings, "report"):
+            with result.ctx.stage("report"):
                 report = collect_report(result.stats, result.documents, result.pairs, result.texts, cfg)
         if index is not None:
-            with timed(result.timings, "index_write"):
+            with result.ctx.stage("index_write"):
                 _commit(index, result)
         result.timings["total"] = round(time.perf_counter() - started, 3)
         summ = summary(result, cfg, source=source, spark=spark)

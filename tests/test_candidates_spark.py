@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.bands import parse_scheme
-from simhash_spark.transforms.candidates import candidate_pairs, hamming_distance
+from simhash_spark.core.bands import BandScheme, parse_scheme
+from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
 
 
 def planted_fingerprints(seed: int, n_random: int, n_centres: int, k: int) -> np.ndarray:
@@ -36,6 +36,14 @@ def brute_force_pairs(ids: list, fps: np.ndarray, k: int) -> set:
         if a < b:
             out.add((a, b, int(d[i, j])))
     return out
+
+
+def candidate_pairs(fps, *, scheme: BandScheme, max_distance: int, min_rows: int = 1 << 16):
+    """The job's two candidate steps, band keys then the in-place band join, without persisting between."""
+    masks = scheme.table_masks(max_distance)
+    return band_join(
+        partitioned_band_keys(fps, masks=masks), masks=masks, max_distance=max_distance, min_rows=min_rows
+    )
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

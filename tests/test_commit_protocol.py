@@ -13,7 +13,7 @@ import pytest
 from simhash_spark.config import load_config
 from simhash_spark.core.index_model import Manifest, RunRecord, Snapshot, choose_layout, model_signature
 from simhash_spark.errors import FingerprintIndexError, OutputError
-from simhash_spark.index_store import IndexStore
+from simhash_spark.index.store import IndexStore
 from simhash_spark.lease import Lease, LeaseInfo, read_leases
 from simhash_spark.publish import Publisher, recover
 from simhash_spark.storage import ArrowFiles, FileSystem

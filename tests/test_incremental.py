@@ -185,7 +185,7 @@ def test_a_failed_run_leaves_the_index_as_it_was(history, tmp_path, monkeypatch)
     idx = tmp_path / "index"
     shutil.copytree(index, idx)
     before = manifest(idx)
-    from simhash_spark.index_store import IndexStore
+    from simhash_spark.index.store import IndexStore
 
     def fail(self, manifest, before_link=None):
         raise OSError("disk full")
@@ -516,7 +516,7 @@ def test_rerunning_an_earlier_date_sees_only_earlier_dates_and_gives_its_first_a
     m = manifest(idx)
     assert [r["run_date"] for r in m["runs"]] == DATES[:3]
     assert sorted(d for s in m["snapshots"] for d in s["runs"]) == DATES[:3]
-    from simhash_spark.index_admin import stats
+    from simhash_spark.index.admin import stats
 
     assert stats(str(idx))["last_run"] == DATES[2]
 
@@ -531,7 +531,7 @@ def test_run_dates_far_ahead_or_empty_are_refused(tmp_path, capsys):
 def test_retention_cutoff_ignores_a_run_date_typed_years_ahead():
     from datetime import date
 
-    from simhash_spark.index_admin import retention_cutoff
+    from simhash_spark.index.admin import retention_cutoff
 
     dates = ["2026-11-01", "2026-11-02", "2062-01-07"]
     assert retention_cutoff(dates, 365, date(2026, 11, 30)) == "2025-12-01"

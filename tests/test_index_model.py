@@ -20,7 +20,7 @@ from simhash_spark.core.index_model import (
     rate_check,
 )
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index_store import IndexStore
+from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
 

@@ -91,80 +91,86 @@ class Fingerprinter:
         )
 
     def batch(self, texts: Sequence[str | None]) -> FingerprintBatch:
-        n = len(texts)
-        statuses: list[str] = [OK] * n
-        n_chars = np.zeros(n, dtype=np.int64)
-        counts = np.zeros(n, dtype=np.int64)
-        out = np.zeros(n, dtype=np.uint64)
-        hash_parts: list[np.ndarray] = []  # per computed document: its feature hashes and weights
-        weight_parts: list[np.ndarray] = []
-        fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards
-        pending: dict[bytes, int] = {}  # key -> row computed in this batch
-        copies: list[tuple[int, int, bool]] = []  # (row, row it copies, truncated)
-        norm_opts = self.model.normalize
-        min_chars = self.model.fingerprint.min_chars
+        state = _BatchState(len(texts))
         use_memo = self.model.fingerprint.memo_size > 0
         for i, raw in enumerate(texts):
-            if raw is None:
-                statuses[i] = NULL_TEXT
-                continue
-            norm = normalize(raw, norm_opts)
-            n_chars[i] = len(norm.text)
-            if not norm.text:
-                statuses[i] = EMPTY
-                continue
-            if len(norm.text) < min_chars:
-                statuses[i] = TOO_SHORT
-                continue
-            key = b""
-            if use_memo:
-                key = xxhash.xxh3_128_digest(norm.text.encode("utf-8", "surrogatepass"))
-                hit = self._memo.get(key)
-                if hit is not None:
-                    self._memo.move_to_end(key)
-                    out[i], n_feats = hit
-                    if not n_feats:
-                        statuses[i] = NO_FEATURES
-                    elif norm.truncated:
-                        statuses[i] = TRUNCATED
-                    counts[i] = n_feats
-                    continue
-                if key in pending:
-                    copies.append((i, pending[key], norm.truncated))
-                    continue
-                pending[key] = i
-            if use_memo:
-                fresh.append((i, key))
-            h, w = self.hashed_features(norm.text)
-            hash_parts.append(h)
-            weight_parts.append(w)
-            counts[i] = len(h)
-            if not counts[i]:
-                statuses[i] = NO_FEATURES
-                continue
-            if norm.truncated:
-                statuses[i] = TRUNCATED
-        computed = np.array([i for i, _ in fresh], dtype=np.int64) if use_memo else None
-        hashes = np.concatenate(hash_parts) if hash_parts else np.zeros(0, dtype=np.uint64)
-        vote_weights = np.concatenate(weight_parts) if weight_parts else np.zeros(0, dtype=np.float64)
+            self._one(state, i, raw, use_memo)
+        return self._vote(state, use_memo)
+
+    def _one(self, st: _BatchState, i: int, raw: str | None, use_memo: bool) -> None:
+        """Normalize row ``i``; answer it from the memo, or queue its features for the vote."""
+        if raw is None:
+            st.statuses[i] = NULL_TEXT
+            return
+        norm = normalize(raw, self.model.normalize)
+        st.n_chars[i] = len(norm.text)
+        if not norm.text:
+            st.statuses[i] = EMPTY
+            return
+        if len(norm.text) < self.model.fingerprint.min_chars:
+            st.statuses[i] = TOO_SHORT
+            return
+        if use_memo:
+            key = xxhash.xxh3_128_digest(norm.text.encode("utf-8", "surrogatepass"))
+            hit = self._memo.get(key)
+            if hit is not None:
+                self._memo.move_to_end(key)
+                st.out[i], n_feats = hit
+                st.statuses[i] = NO_FEATURES if not n_feats else (TRUNCATED if norm.truncated else OK)
+                st.counts[i] = n_feats
+                return
+            if key in st.pending:
+                st.copies.append((i, st.pending[key], norm.truncated))
+                return
+            st.pending[key] = i
+            st.fresh.append((i, key))
+        h, w = self.hashed_features(norm.text)
+        st.hash_parts.append(h)
+        st.weight_parts.append(w)
+        st.counts[i] = len(h)
+        if not st.counts[i]:
+            st.statuses[i] = NO_FEATURES
+        elif norm.truncated:
+            st.statuses[i] = TRUNCATED
+
+    def _vote(self, st: _BatchState, use_memo: bool) -> FingerprintBatch:
+        """One vectorized vote over every queued row, then the memo and the in-batch copies."""
+        n = len(st.statuses)
+        hashes = np.concatenate(st.hash_parts) if st.hash_parts else np.zeros(0, dtype=np.uint64)
+        vote_weights = np.concatenate(st.weight_parts) if st.weight_parts else np.zeros(0, dtype=np.float64)
         # rows served from the memo contribute no features here: give them a zero count for the vote
-        vote_counts = counts.copy()
+        vote_counts = st.counts.copy()
         if use_memo:
             mask = np.ones(n, dtype=bool)
-            mask[computed] = False
+            mask[np.array([i for i, _ in st.fresh], dtype=np.int64)] = False
             vote_counts[mask] = 0
         fps = simhash_batch(hashes, vote_weights, vote_counts)
         fresh_rows = vote_counts > 0
-        out[fresh_rows] = fps[fresh_rows]
-        for i, key in fresh:
-            self._remember(key, (int(out[i]), int(counts[i])))
-        for i, src, truncated in copies:
-            out[i], counts[i] = out[src], counts[src]
-            statuses[i] = NO_FEATURES if not counts[i] else (TRUNCATED if truncated else OK)
+        st.out[fresh_rows] = fps[fresh_rows]
+        for i, key in st.fresh:
+            self._remember(key, (int(st.out[i]), int(st.counts[i])))
+        for i, src, truncated in st.copies:
+            st.out[i], st.counts[i] = st.out[src], st.counts[src]
+            st.statuses[i] = NO_FEATURES if not st.counts[i] else (TRUNCATED if truncated else OK)
         return FingerprintBatch(
-            fingerprint=to_signed(out),
-            has_fingerprint=counts > 0,
-            status=statuses,
-            n_chars=n_chars,
-            n_features=counts,
+            fingerprint=to_signed(st.out),
+            has_fingerprint=st.counts > 0,
+            status=st.statuses,
+            n_chars=st.n_chars,
+            n_features=st.counts,
         )
+
+
+class _BatchState:
+    """One batch in progress: per-row results, and the rows whose features wait for the vote."""
+
+    def __init__(self, n: int) -> None:
+        self.statuses: list[str] = [OK] * n
+        self.n_chars = np.zeros(n, dtype=np.int64)
+        self.counts = np.zeros(n, dtype=np.int64)
+        self.out = np.zeros(n, dtype=np.uint64)
+        self.hash_parts: list[np.ndarray] = []  # per computed row: its feature hashes and weights
+        self.weight_parts: list[np.ndarray] = []
+        self.fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards
+        self.pending: dict[bytes, int] = {}  # memo key -> row computed in this batch
+        self.copies: list[tuple[int, int, bool]] = []  # (row, row it copies, truncated)

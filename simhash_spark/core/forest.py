@@ -11,10 +11,11 @@ shrink at once and the work stays far below size² comparisons.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_unsigned
 
 
@@ -54,3 +55,33 @@ def within_k_forest(
                     queue.append(c)
                     edges.append((a, b, d))
     return edges
+
+
+_M64 = (1 << 64) - 1
+
+
+def accepted_forest(
+    fps: np.ndarray,
+    n_chars: Sequence[int],
+    texts: Sequence[str | None],
+    titles: Sequence[int | None],
+    rule: PairRule,
+) -> list[tuple[int, int, int, float | None, str]]:
+    """Spanning-forest edges of the graph of pairs ``rule`` accepts among one bucket's members:
+    (i, j, distance, similarity or None, reason) with i < j. ``texts`` and ``titles`` (None: no title)
+    are per member; texts are compared only for pairs within their k whose titles agree."""
+    found: dict[tuple[int, int], tuple[float | None, str]] = {}
+
+    def accept(i: int, j: int, d: int) -> bool:
+        ti, tj = titles[i], titles[j]
+        title_distance = None if ti is None or tj is None else ((ti ^ tj) & _M64).bit_count()
+        if d > rule.k(n_chars[i], n_chars[j]) or not rule.titles_agree(title_distance):
+            return False
+        sim = rule.similarity(texts[i] or "", texts[j] or "") if rule.needs_text_check(d) else None
+        reason = rule.reason(d, n_chars[i], n_chars[j], similarity=sim, title_distance=title_distance)
+        if reason is None:
+            return False
+        found[(i, j)] = (sim, reason)
+        return True
+
+    return [(i, j, d, *found[(i, j)]) for i, j, d in within_k_forest(fps, rule.largest_k, accept)]

@@ -260,7 +260,9 @@ class Manifest:
                 f"run {record.run_date} is part of compacted snapshot {old.id} (runs {', '.join(old.runs)})"
             )
         snaps = (*tuple(s for s in self.snapshots if s is not old), snapshot)
-        runs = sorted((*(r for r in self.runs if r.run_date != record.run_date), record), key=lambda r: r.run_date)
+        runs = sorted(
+            (*(r for r in self.runs if r.run_date != record.run_date), record), key=lambda r: r.run_date
+        )
         return dataclasses.replace(self, version=self.version + 1, snapshots=snaps, runs=tuple(runs))
 
     def visible_snapshots(self, run_date: str) -> list[Snapshot]:

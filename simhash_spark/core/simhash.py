@@ -75,9 +75,3 @@ def to_hex(value: int) -> str:
 def hamming(a: int, b: int) -> int:
     """Differing bits between two fingerprints, signed or unsigned."""
     return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()
-
-
-def hamming_matrix(fps: np.ndarray) -> np.ndarray:
-    """All-pairs Hamming distances (brute force, for tests and small buckets)."""
-    u = to_unsigned(fps)
-    return np.bitwise_count(u[:, None] ^ u[None, :]).astype(np.int64)

@@ -29,7 +29,7 @@ MEASURES = ("char_jaccard", "edit", "none")
 IDENTICAL = "identical_fingerprint"
 FINGERPRINT = "fingerprint"  # within accept_distance (or measure = "none"): not checked
 VERIFIED = "verified"  # checked by the measure and passed
-TITLE = "title"  # title rule "or": the titles' fingerprints are within title.max_distance bits
+BY_TITLE = "title"  # title rule "or": the titles' fingerprints are within title.max_distance bits
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 from simhash_spark.config import Config
 from simhash_spark.demo.corpus import write_corpus
 
@@ -20,8 +23,6 @@ def run_demo(
     master: str | None,
     conf: dict[str, str] | None = None,
 ) -> dict:
-    from pyspark.sql import functions as F
-
     from simhash_spark.pipeline import run
     from simhash_spark.session import build_session
 
@@ -46,9 +47,15 @@ def run_demo(
         "timings_s",
     )
     print("summary:", json.dumps({k: summ[k] for k in keys}, ensure_ascii=False, indent=2))
-
     docs = spark.read.parquet(str(result_dir / "documents"))
-    # planted variants: how many landed in their base article's cluster, per kind of change
+    _print_found(docs)
+    _print_examples(docs, spark.read.parquet(str(corpus)).select("id", "text"))
+    print(f"\noutputs: {result_dir}/(documents|pairs|clusters|deduplicated)/ and summary.json")
+    return summ
+
+
+def _print_found(docs: DataFrame) -> None:
+    """How many planted variants landed in their base article's cluster, per kind of change."""
     base = docs.where(F.col("variant") == "base").select("family", F.col("cluster_id").alias("base_cluster"))
     found = (
         docs.where(F.col("variant") != "base")
@@ -78,7 +85,9 @@ def run_demo(
         " and so bits, beyond k=3 in part of the cases: try --set match.max_distance=... with --set bands.scheme=auto)"
     )
 
-    texts = spark.read.parquet(str(corpus)).select("id", "text")
+
+def _print_examples(docs: DataFrame, texts: DataFrame) -> None:
+    """The first three clusters of more than two documents, with the start of each text."""
     examples = (
         docs.where(F.col("cluster_size") > 2)
         .join(texts, "id", "inner")
@@ -94,5 +103,3 @@ def run_demo(
         for r in examples.where(F.col("cluster_id") == cid).collect():
             flag = "duplicate" if r["is_duplicate"] else "kept     "
             print(f"  {r['id']} [{flag}] {r['variant']:<11} {r['text']!r}")
-    print(f"\noutputs: {result_dir}/(documents|pairs|clusters|deduplicated)/ and summary.json")
-    return summ

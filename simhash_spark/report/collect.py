@@ -44,6 +44,14 @@ def collect_report(
         .limit(SIMILARITY_SAMPLE)
         .collect()
     ]
+    chosen = _chosen_clusters(multi)
+    if not chosen:
+        return ReportData(summary, sizes, dists, sims, [])
+    return ReportData(summary, sizes, dists, sims, _examples(documents, texts, chosen, cfg))
+
+
+def _chosen_clusters(multi: DataFrame) -> list[Any]:
+    """The largest clusters and more in a hash order of their ids."""
     heads = multi.where(~F.col(C.IS_DUPLICATE)).select(C.CLUSTER_ID, C.CLUSTER_SIZE)
     largest = [
         r[C.CLUSTER_ID]
@@ -56,9 +64,11 @@ def collect_report(
         .limit(EXAMPLES - len(largest))
         .collect()
     ]
-    chosen = largest + others
-    if not chosen:
-        return ReportData(summary, sizes, dists, sims, [])
+    return largest + others
+
+
+def _examples(documents: DataFrame, texts: DataFrame, chosen: list[Any], cfg: Config) -> list[ExampleCluster]:
+    """Each chosen cluster's first members by id, with distance and similarity to the first."""
     rank = F.row_number().over(Window.partitionBy(C.CLUSTER_ID).orderBy(C.ID))
     members = (
         documents.where(F.col(C.CLUSTER_ID).isin(chosen))
@@ -92,4 +102,4 @@ def collect_report(
             )
             shown.append((str(r[C.ID]), r[C.TEXT] or "", dist, sim))
         examples.append(ExampleCluster(str(cid), int(first[C.CLUSTER_SIZE]), shown))
-    return ReportData(summary, sizes, dists, sims, examples)
+    return examples

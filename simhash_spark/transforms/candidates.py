@@ -11,7 +11,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.bands import BandScheme
 from simhash_spark.core.bucket_pairs import bucket_pairs
 
 _MIN_ROWS = 1 << 16  # rows gathered before comparing: numpy calls per Arrow batch (1,000 rows) would dominate
@@ -34,7 +33,7 @@ def explode_band_keys(fps: DataFrame, *, masks: list[int]) -> DataFrame:
     In: ``id``, ``fingerprint`` (non-null). Out: ``band``, ``band_key``, ``id``, ``fingerprint``.
     """
     return fps.select(C.ID, C.FINGERPRINT, F.posexplode(_masks(masks)).alias("_t", "_m")).select(
-        F.col("_t").alias(C.TABLE),
+        F.col("_t").alias(C.BAND),
         F.col(C.FINGERPRINT).bitwiseAND(F.col("_m")).alias(C.KEY),
         F.col(C.ID),
         F.col(C.FINGERPRINT),
@@ -50,8 +49,8 @@ def partitioned_band_keys(fps: DataFrame, *, masks: list[int], skip: DataFrame |
     """
     keyed = explode_band_keys(fps, masks=masks)
     if skip is not None:
-        keyed = keyed.join(F.broadcast(skip.select(C.TABLE, C.KEY)), on=[C.TABLE, C.KEY], how="left_anti")
-    return keyed.repartition(C.TABLE, C.KEY).sortWithinPartitions(C.TABLE, C.KEY)
+        keyed = keyed.join(F.broadcast(skip.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="left_anti")
+    return keyed.repartition(C.BAND, C.KEY).sortWithinPartitions(C.BAND, C.KEY)
 
 
 def band_join(
@@ -70,7 +69,7 @@ def band_join(
 
     def pairs(tbl: pa.Table) -> pa.RecordBatch:
         i, j, d = bucket_pairs(
-            tbl.column(C.TABLE).to_numpy(),
+            tbl.column(C.BAND).to_numpy(),
             tbl.column(C.KEY).to_numpy(),
             tbl.column(C.FINGERPRINT).to_numpy(),
             k=max_distance,
@@ -93,7 +92,7 @@ def band_join(
             if rows < min_rows:
                 continue
             tbl = pa.Table.from_batches(pending).combine_chunks()
-            t, key = tbl.column(C.TABLE).to_numpy(), tbl.column(C.KEY).to_numpy()
+            t, key = tbl.column(C.BAND).to_numpy(), tbl.column(C.KEY).to_numpy()
             # the last bucket may continue in the next batch: keep it back
             earlier = np.flatnonzero((t != t[-1]) | (key != key[-1]))
             cut = int(earlier[-1]) + 1 if len(earlier) else 0
@@ -105,23 +104,6 @@ def band_join(
         if rows:
             yield pairs(pa.Table.from_batches(pending).combine_chunks())
 
-    return keys.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT).mapInArrow(
+    return keys.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT).mapInArrow(
         run, schema=f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int"
     )
-
-
-def candidate_pairs(
-    fps: DataFrame,
-    *,
-    scheme: BandScheme,
-    max_distance: int,
-    skip: DataFrame | None = None,
-    min_rows: int = _MIN_ROWS,
-) -> DataFrame:
-    """``band_join`` over ``partitioned_band_keys`` (without persisting them in between).
-
-    In: ``id``, ``fingerprint`` (non-null); optionally ``skip``. Out: ``id_a`` < ``id_b``, ``distance``.
-    """
-    masks = scheme.table_masks(max_distance)
-    keys = partitioned_band_keys(fps, masks=masks, skip=skip)
-    return band_join(keys, masks=masks, max_distance=max_distance, min_rows=min_rows)

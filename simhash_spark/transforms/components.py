@@ -6,7 +6,7 @@ smallest node, in O(log² n) rounds whatever the shape (long chains included; mi
 would need as many rounds as the diameter). Every round is materialized with ``localCheckpoint`` so
 the plan stays flat. Nothing is collected to the driver but one count per round.
 
-This is the one transform that runs actions: it iterates to a fixpoint.
+It runs actions: one count per round, until a fixpoint.
 """
 
 from __future__ import annotations

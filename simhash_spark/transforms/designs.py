@@ -22,8 +22,8 @@ from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
 from simhash_spark.transforms.hot_buckets import hash_sample
 
 _MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
-# ~6.5 ns per in-bucket pair (measured, core.bucket_pairs, one core) against ~1.25 us per exploded row
-# through explode, shuffle, sort and Arrow (bench/scale.py runs, 2 cores).
+# The cost of comparing one in-bucket pair in place (core.bucket_pairs) relative to one exploded row through
+# explode, shuffle, sort and Arrow; calibrated with bench/scale.py (docs/benchmarks.md has the numbers).
 PAIR_COST = 0.005
 
 
@@ -38,38 +38,35 @@ def _designs(k: int) -> list[BandScheme]:
     return chosen
 
 
+def _sampled_buckets(sample: DataFrame, designs: list[BandScheme], k: int) -> dict[int, Any]:
+    """Per design (its index): random-collision pairs and the largest bucket in the sample."""
+    keys = [
+        F.struct(
+            F.lit(i).alias("d"), F.lit(t).alias("t"), F.col(C.FINGERPRINT).bitwiseAND(F.lit(m)).alias("key")
+        )
+        for i, d in enumerate(designs)
+        for t, m in enumerate(d.table_masks(k))
+    ]
+    rows = (
+        sample.select(F.explode(F.array(*keys)).alias("x"))
+        .groupBy("x.d", "x.t", "x.key")
+        .count()
+        .groupBy("d")
+        .agg(
+            F.sum(F.col("count") * (F.col("count") - 1) / 2).alias("pairs"),
+            F.max("count").alias("largest_bucket"),
+        )
+        .collect()
+    )
+    return {int(r["d"]): r for r in rows}
+
+
 def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
     """In: ``fps`` (``id``, ``fingerprint``), one row per distinct fingerprint, ``n`` of them.
     Returns the design and the numbers behind the choice (for summary.json)."""
     designs = _designs(k)
     fraction = min(1.0, cfg.auto_sample_rows / n) if n else 1.0
-    sample = hash_sample(fps, fraction)
-    keys = []
-    for i, d in enumerate(designs):
-        for t, m in enumerate(d.table_masks(k)):
-            keys.append(
-                F.struct(
-                    F.lit(i).alias("d"),
-                    F.lit(t).alias("t"),
-                    F.col(C.FINGERPRINT).bitwiseAND(F.lit(m)).alias("key"),
-                )
-            )
-    rows = (
-        (
-            sample.select(F.explode(F.array(*keys)).alias("x"))
-            .groupBy("x.d", "x.t", "x.key")
-            .count()
-            .groupBy("d")
-            .agg(
-                F.sum(F.col("count") * (F.col("count") - 1) / 2).alias("pairs"),
-                F.max("count").alias("largest_bucket"),
-            )
-            .collect()
-        )
-        if designs and n
-        else []
-    )
-    measured = {int(r["d"]): r for r in rows}
+    measured = _sampled_buckets(hash_sample(fps, fraction), designs, k) if designs and n else {}
     report: list[dict[str, Any]] = []
     best: tuple[float, BandScheme] | None = None
     for i, d in enumerate(designs):

@@ -9,21 +9,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.forest import within_k_forest
-from simhash_spark.core.normalize import NormalizeOptions
-from simhash_spark.core.verify import FINGERPRINT, VERIFIED, ThresholdPolicy, VerifyOptions, similarity
+from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.rules import PairRule
 from simhash_spark.transforms.candidates import explode_band_keys
-
-SIZE = "bucket_size"
 
 
 def bucket_sizes(fps: DataFrame, *, masks: list[int]) -> DataFrame:
     """In: ``id``, ``fingerprint``. Out: ``band``, ``band_key``, ``bucket_size`` (one row per bucket)."""
     return (
         explode_band_keys(fps, masks=masks)
-        .groupBy(C.TABLE, C.KEY)
-        .agg(F.count(F.lit(1)).alias(SIZE))
-        .select(C.TABLE, C.KEY, SIZE)
+        .groupBy(C.BAND, C.KEY)
+        .agg(F.count(F.lit(1)).alias(C.BUCKET_SIZE))
+        .select(C.BAND, C.KEY, C.BUCKET_SIZE)
     )
 
 
@@ -49,103 +46,77 @@ def large_buckets(
     sample_sizes = bucket_sizes(hash_sample(fps, fraction), masks=masks)
     threshold = max(2, int(limit * fraction * 0.5))
     candidates = (
-        sample_sizes.where(F.col(SIZE) >= threshold)
-        .select(C.TABLE, C.KEY)
-        .unionByName(sample_sizes.orderBy(F.desc(SIZE), C.TABLE, C.KEY).limit(top).select(C.TABLE, C.KEY))
+        sample_sizes.where(F.col(C.BUCKET_SIZE) >= threshold)
+        .select(C.BAND, C.KEY)
+        .unionByName(
+            sample_sizes.orderBy(F.desc(C.BUCKET_SIZE), C.BAND, C.KEY).limit(top).select(C.BAND, C.KEY)
+        )
         .distinct()
     )
     return (
         explode_band_keys(fps, masks=masks)
-        .join(F.broadcast(candidates), on=[C.TABLE, C.KEY], how="left_semi")
-        .groupBy(C.TABLE, C.KEY)
-        .agg(F.count(F.lit(1)).alias(SIZE))
-        .select(C.TABLE, C.KEY, SIZE)
+        .join(F.broadcast(candidates), on=[C.BAND, C.KEY], how="left_semi")
+        .groupBy(C.BAND, C.KEY)
+        .agg(F.count(F.lit(1)).alias(C.BUCKET_SIZE))
+        .select(C.BAND, C.KEY, C.BUCKET_SIZE)
+    )
+
+
+def _forest_frame(pdf: pd.DataFrame, rule: PairRule) -> pd.DataFrame:
+    """One hot bucket's members (``id``, ``fingerprint``, ``n_chars``, ``text``, ``title_fingerprint``) →
+    its accepted spanning-forest edges (``core.forest.accepted_forest``)."""
+    pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
+    ids = pdf[C.ID].to_numpy()
+    titles = [None if pd.isna(t) else int(t) for t in pdf[C.TITLE_FINGERPRINT]]
+    texts = [None if pd.isna(t) else t for t in pdf[C.TEXT]]
+    edges = accepted_forest(
+        pdf[C.FINGERPRINT].to_numpy(dtype=np.int64), pdf[C.N_CHARS].astype(int).tolist(), texts, titles, rule
+    )
+    # typed columns: an empty result (no pair passed) must still convert to the schema
+    id_dtype = pdf[C.ID].dtype
+    return pd.DataFrame(
+        {
+            C.ID_A: pd.Series([ids[e[0]] for e in edges], dtype=id_dtype),
+            C.ID_B: pd.Series([ids[e[1]] for e in edges], dtype=id_dtype),
+            C.DISTANCE: np.array([e[2] for e in edges], dtype=np.int32),
+            # NaN for "not checked"; null again in Spark
+            C.SIMILARITY: np.array([np.nan if e[3] is None else e[3] for e in edges], dtype=np.float64),
+            C.REASON: pd.Series([e[4] for e in edges], dtype=object),
+        }
     )
 
 
 def hot_bucket_forest(
-    fps: DataFrame,
-    hot: DataFrame,
-    *,
-    masks: list[int],
-    policy: ThresholdPolicy,
-    verify: VerifyOptions,
-    norm: NormalizeOptions,
-    texts: DataFrame | None = None,
-    title_max_distance: int | None = None,
+    fps: DataFrame, hot: DataFrame, *, masks: list[int], rule: PairRule, texts: DataFrame | None = None
 ) -> DataFrame:
-    """Spanning-forest edges of the accepted-pairs graph inside every hot bucket: pairs within their k
-    (``policy``, by the shorter document's length) that pass the text check (``verify``, when enabled).
+    """Spanning-forest edges of the accepted-pairs graph inside every hot bucket (pairs ``rule`` accepts).
 
-    In: ``fps`` (``id``, ``fingerprint``, ``n_chars``), ``hot`` (``band``, ``band_key``; small, broadcast),
-    ``texts`` (``id``, ``text``; needed when verifying). With ``title_max_distance``, ``fps`` also has
-    ``title_fingerprint`` (nullable) and two titled members must have titles that close (rule "and").
-    Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``; distinct.
+    In: ``fps`` (``id``, ``fingerprint``, ``n_chars``, and ``title_fingerprint`` (nullable) with the
+    title rule), ``hot`` (``band``, ``band_key``; small, broadcast), ``texts`` (``id``, ``text``; needed when
+    the rule checks texts). Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``; distinct.
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
     members = explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks).join(
-        F.broadcast(hot.select(C.TABLE, C.KEY)), on=[C.TABLE, C.KEY], how="inner"
+        F.broadcast(hot.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="inner"
     )
     members = members.join(fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner")
-    checking = verify.enabled and texts is not None
-    if checking:
-        assert texts is not None
+    if rule.verify.enabled:
+        if texts is None:
+            raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
         members = members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="inner")
     else:
         members = members.withColumn(C.TEXT, F.lit(None).cast("string"))
-    if title_max_distance is not None:
+    if rule.title_max_distance is not None:
         members = members.join(fps.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="inner")
     else:
         members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
-
-    def forest(pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
-        ids = pdf[C.ID].to_numpy()
-        n_chars = pdf[C.N_CHARS].to_numpy(dtype=np.int64)
-        texts_ = pdf[C.TEXT].tolist()
-        tfp = pdf[C.TITLE_FINGERPRINT]
-        has_title = tfp.notna().to_numpy()
-        titles_ = tfp.fillna(0).to_numpy(dtype=np.int64).view(np.uint64)
-        scores: dict[tuple[int, int], float] = {}
-
-        def accept(i: int, j: int, d: int) -> bool:
-            if d > policy.k_for_length(int(min(n_chars[i], n_chars[j]))):
-                return False
-            if (
-                title_max_distance is not None
-                and has_title[i]
-                and has_title[j]
-                and int(np.bitwise_count(titles_[i] ^ titles_[j])) > title_max_distance
-            ):
-                return False
-            if not checking or d <= verify.accept_distance:
-                return True
-            score = similarity(texts_[i], texts_[j], verify, norm)
-            scores[(i, j)] = score
-            return score >= verify.min_similarity
-
-        edges = within_k_forest(pdf[C.FINGERPRINT].to_numpy(dtype=np.int64), policy.largest, accept)
-        sims = [scores.get((i, j)) for i, j, _ in edges]
-        # typed columns: an empty result (no pair passed) must still convert to the schema
-        id_dtype = pdf[C.ID].dtype
-        return pd.DataFrame(
-            {
-                C.ID_A: pd.Series([ids[i] for i, _, _ in edges], dtype=id_dtype),
-                C.ID_B: pd.Series([ids[j] for _, j, _ in edges], dtype=id_dtype),
-                C.DISTANCE: np.array([d for _, _, d in edges], dtype=np.int32),
-                # NaN for "not checked"; null again below
-                C.SIMILARITY: np.array([np.nan if x is None else x for x in sims], dtype=np.float64),
-                C.REASON: pd.Series([FINGERPRINT if x is None else VERIFIED for x in sims], dtype=object),
-            }
-        )
-
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
     return (
-        members.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT)
-        .groupBy(C.TABLE, C.KEY)
-        .applyInPandas(forest, schema=schema)
+        members.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT)
+        .groupBy(C.BAND, C.KEY)
+        .applyInPandas(lambda pdf: _forest_frame(pdf, rule), schema=schema)
         .select(
             C.ID_A,
             C.ID_B,

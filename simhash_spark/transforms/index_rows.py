@@ -61,7 +61,7 @@ def index_keys(fps: DataFrame, *, layout: IndexLayout) -> DataFrame:
         )
         .cast("int")
         .alias(C.PART),
-        F.col("_t").cast("int").alias(C.TABLE),
+        F.col("_t").cast("int").alias(C.BAND),
         fp.bitwiseAND(F.col("_x.m")).alias(C.KEY),
         C.ID,
         C.FINGERPRINT,
@@ -84,9 +84,9 @@ def touched_entries(batch_keys: DataFrame, index_keys: DataFrame, *, max_distanc
     In: ``batch_keys`` and ``index_keys`` as ``index_keys`` makes them.
     Out: ``id``, ``fingerprint``, ``n_chars``, ``run_date`` (distinct index entries).
     """
-    b = batch_keys.select(C.TABLE, C.KEY, F.col(C.FINGERPRINT).alias("_bfp"))
-    i = index_keys.select(C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE)
-    joined = i.join(b, on=[C.TABLE, C.KEY], how="inner").where(
+    b = batch_keys.select(C.BAND, C.KEY, F.col(C.FINGERPRINT).alias("_bfp"))
+    i = index_keys.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE)
+    joined = i.join(b, on=[C.BAND, C.KEY], how="inner").where(
         hamming_distance(F.col(C.FINGERPRINT), F.col("_bfp")) <= max_distance
     )
     return joined.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE).dropDuplicates([C.ID])

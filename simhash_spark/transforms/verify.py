@@ -1,4 +1,9 @@
-"""The second tier in Spark: candidate pairs are checked against their texts (only theirs are joined)."""
+"""The verify stage: candidate pairs within the largest k become accepted pairs under the pair rule.
+
+The rule's Spark twin (``pair_k_column``, ``titles_agree_column``, ``needs_check_column``,
+``reason_column``) mirrors ``simhash_spark.core.rules.PairRule``; tests/test_rules.py checks that both give
+the same answer on random inputs. Texts are joined only to the pairs that need the text check.
+"""
 
 from __future__ import annotations
 
@@ -11,82 +16,129 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.normalize import NormalizeOptions
-from simhash_spark.core.verify import FINGERPRINT, VERIFIED, ThresholdPolicy, VerifyOptions, similarities
+from simhash_spark.core.rules import PairRule
+from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, similarities
+
+_SHORTER = "_shorter_chars"
+_TITLE_DISTANCE = "_title_distance"
 
 
-def pair_threshold(policy: ThresholdPolicy, shorter_chars: Column) -> Column:
+def pair_k_column(policy: ThresholdPolicy, shorter_chars: Column) -> Column:
     """k of a pair from the length of its shorter document (a constant without length steps)."""
-    if not policy.steps:
-        return F.lit(policy.max_distance)
     expr = F.lit(policy.max_distance)
     for start, k in policy.steps:
         expr = F.when(shorter_chars >= start, F.lit(k)).otherwise(expr)
     return expr
 
 
-def within_threshold(pairs: DataFrame, lengths: DataFrame, *, policy: ThresholdPolicy) -> DataFrame:
-    """Pairs within their own k.
+def titles_agree_column(rule: PairRule, title_distance: Column) -> Column:
+    if rule.title_max_distance is None:
+        return F.lit(True)
+    return title_distance.isNull() | (title_distance <= rule.title_max_distance)
 
-    In: ``pairs`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``).
-    Out: ``id_a``, ``id_b``, ``distance``.
-    """
-    if not policy.steps:
-        return pairs.where(F.col(C.DISTANCE) <= policy.max_distance).select(C.ID_A, C.ID_B, C.DISTANCE)
-    la = lengths.select(F.col(C.ID).alias("_la_id"), F.col(C.N_CHARS).alias("_la"))
-    lb = lengths.select(F.col(C.ID).alias("_lb_id"), F.col(C.N_CHARS).alias("_lb"))
-    joined = pairs.join(la, on=F.col(C.ID_A) == F.col("_la_id"), how="inner").join(
-        lb, on=F.col(C.ID_B) == F.col("_lb_id"), how="inner"
+
+def needs_check_column(rule: PairRule, distance: Column) -> Column:
+    return F.lit(False) if not rule.verify.enabled else distance > rule.verify.accept_distance
+
+
+def reason_column(
+    rule: PairRule,
+    distance: Column,
+    shorter_chars: Column,
+    *,
+    same_text: Column,
+    similarity: Column,
+    title_distance: Column,
+) -> Column:
+    """``PairRule.reason`` as a column (null: not a duplicate)."""
+    accepted = (distance <= pair_k_column(rule.policy, shorter_chars)) & titles_agree_column(
+        rule, title_distance
     )
-    k = pair_threshold(policy, F.least("_la", "_lb"))
-    return joined.where(F.col(C.DISTANCE) <= k).select(C.ID_A, C.ID_B, C.DISTANCE)
+    identical = (distance == 0) & (same_text | F.lit(not rule.verify.enabled))
+    return (
+        F.when(~accepted, F.lit(None).cast("string"))
+        .when(identical, F.lit(IDENTICAL))
+        .when(~needs_check_column(rule, distance), F.lit(FINGERPRINT))
+        .when(similarity >= rule.verify.min_similarity, F.lit(VERIFIED))
+    )
 
 
-def _similarity_udf(opts: VerifyOptions, norm: NormalizeOptions) -> Any:
+def _similarity_udf(rule: PairRule) -> Any:
     @pandas_udf("double")  # type: ignore[call-overload]
     def similarity(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
         for a, b in batches:
             a = a.where(a.notna(), None)
             b = b.where(b.notna(), None)
-            yield pd.Series(similarities(a.tolist(), b.tolist(), opts, norm))
+            yield pd.Series(similarities(a.tolist(), b.tolist(), rule.verify, rule.norm))
 
     return similarity
 
 
-def verify_pairs(
-    pairs: DataFrame, texts: DataFrame | None, *, opts: VerifyOptions, norm: NormalizeOptions
-) -> DataFrame:
-    """Keep the pairs whose texts pass the measure.
+def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
+    """``pairs`` with ``column`` of both documents as ``_a<suffix>``, ``_b<suffix>`` (left joins)."""
+    for end, id_col in (("a", C.ID_A), ("b", C.ID_B)):
+        one = side.select(F.col(C.ID).alias(f"_{end}{suffix}_id"), F.col(column).alias(f"_{end}{suffix}"))
+        pairs = pairs.join(one, on=F.col(id_col) == F.col(f"_{end}{suffix}_id"), how="left")
+    return pairs
 
-    In: ``pairs`` (``id_a``, ``id_b``, ``distance``), ``texts`` (``id``, ``text``).
-    Out: ``id_a``, ``id_b``, ``distance``, ``similarity`` (null where not checked), ``reason``.
-    Pairs within ``opts.accept_distance`` bits (every pair, with measure "none") pass unchecked.
+
+def _hamming(a: Column, b: Column) -> Column:
+    return F.bit_count(a.bitwiseXOR(b))
+
+
+def accept_pairs(
+    candidates: DataFrame,
+    *,
+    rule: PairRule,
+    lengths: DataFrame,
+    texts: DataFrame | None = None,
+    titles: DataFrame | None = None,
+) -> DataFrame:
+    """The candidates the rule accepts.
+
+    In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``), ``texts``
+    (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
+    needed with ``rule.title_max_distance``). Out: ``id_a``, ``id_b``, ``distance``, ``similarity`` (null
+    where not checked), ``reason``.
     """
-    unchecked = F.lit(True) if not opts.enabled else F.col(C.DISTANCE) <= opts.accept_distance
-    direct = pairs.where(unchecked).select(
-        C.ID_A,
-        C.ID_B,
-        C.DISTANCE,
-        F.lit(None).cast("double").alias(C.SIMILARITY),
-        F.lit(FINGERPRINT).alias(C.REASON),
+    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
+    if rule.policy.steps:
+        pairs = _by_pair(pairs, lengths, C.N_CHARS, "len").withColumn(_SHORTER, F.least("_alen", "_blen"))
+    else:
+        pairs = pairs.withColumn(_SHORTER, F.lit(0))
+    if rule.title_max_distance is not None:
+        if titles is None:
+            raise ValueError("the title rule needs the documents' title fingerprints")
+        pairs = _by_pair(pairs, titles, C.TITLE_FINGERPRINT, "tfp")
+        pairs = pairs.withColumn(_TITLE_DISTANCE, _hamming(F.col("_atfp"), F.col("_btfp")))
+    else:
+        pairs = pairs.withColumn(_TITLE_DISTANCE, F.lit(None).cast("int"))
+    distance = F.col(C.DISTANCE)
+    pairs = pairs.where(
+        (distance <= pair_k_column(rule.policy, F.col(_SHORTER)))
+        & titles_agree_column(rule, F.col(_TITLE_DISTANCE))
     )
-    if not opts.enabled:
+
+    def accepted(frame: DataFrame, similarity: Column) -> DataFrame:
+        reason = reason_column(
+            rule,
+            distance,
+            F.col(_SHORTER),
+            same_text=F.lit(False),  # representatives: equal fingerprints have different texts here
+            similarity=similarity,
+            title_distance=F.col(_TITLE_DISTANCE),
+        )
+        return frame.select(
+            C.ID_A, C.ID_B, C.DISTANCE, similarity.alias(C.SIMILARITY), reason.alias(C.REASON)
+        )
+
+    needs = needs_check_column(rule, distance)
+    direct = accepted(pairs.where(~needs), F.lit(None).cast("double"))
+    if not rule.verify.enabled:
         return direct
     if texts is None:
-        raise ValueError(f"verify.measure={opts.measure!r} needs the documents' texts")
-    ta = texts.select(F.col(C.ID).alias("_ta_id"), F.col(C.TEXT).alias("_ta"))
-    tb = texts.select(F.col(C.ID).alias("_tb_id"), F.col(C.TEXT).alias("_tb"))
-    checked = (
-        pairs.where(~unchecked)
-        .join(ta, on=F.col(C.ID_A) == F.col("_ta_id"), how="inner")
-        .join(tb, on=F.col(C.ID_B) == F.col("_tb_id"), how="inner")
-        .select(
-            C.ID_A,
-            C.ID_B,
-            C.DISTANCE,
-            _similarity_udf(opts, norm)(F.col("_ta"), F.col("_tb")).alias(C.SIMILARITY),
-        )
-        .where(F.col(C.SIMILARITY) >= opts.min_similarity)
-        .select(C.ID_A, C.ID_B, C.DISTANCE, C.SIMILARITY, F.lit(VERIFIED).alias(C.REASON))
-    )
+        raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
+    to_check = _by_pair(pairs.where(needs), texts, C.TEXT, "text")
+    with_sim = to_check.withColumn(C.SIMILARITY, _similarity_udf(rule)(F.col("_atext"), F.col("_btext")))
+    checked = accepted(with_sim, F.col(C.SIMILARITY)).where(F.col(C.REASON).isNotNull())
     return direct.unionByName(checked)

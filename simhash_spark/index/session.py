@@ -19,7 +19,7 @@ A run of date D sees the entries of earlier dates only (``run_date < D``), so a 
 order dates are rerun, sees what D's first run saw and gives the same outputs.
 
 :class:`IndexSession` owns the protocol of one run against the index: open (lease, checks), lookup,
-commit (snapshot, then the manifest version: see ``simhash_spark.index_store``), finish or abort.
+commit (snapshot, then the manifest version: see ``simhash_spark.index.store``), finish or abort.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
+from simhash_spark.context import RunContext
 from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
@@ -49,17 +49,16 @@ from simhash_spark.core.index_model import (
 )
 from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAlert, essence
 from simhash_spark.faults import maybe_pause
-from simhash_spark.index_store import IndexStore, now
-from simhash_spark.lease import Lease, describe_blockers
-from simhash_spark.storage import FileSystem
-from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
+from simhash_spark.index.snapshots import ENTRY_COLUMNS, empty_entries, refingerprint, write_snapshot
+from simhash_spark.index.store import IndexStore, now, open_store, take_lease
+from simhash_spark.lease import Lease
+from simhash_spark.transforms.fingerprint import is_fingerprinted
+from simhash_spark.transforms.incremental import mark_already_indexed
 from simhash_spark.transforms.index_rows import doc_bucket, index_keys, touched_entries
 
 log = logging.getLogger(__name__)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-KEY_ROW_GROUP_BYTES = 256 * 1024
-ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
 def check_run_date(run_date: str, *, allow_future: bool = False, today: date | None = None) -> str:
@@ -78,28 +77,6 @@ def check_run_date(run_date: str, *, allow_future: bool = False, today: date | N
             "pass --allow-future-run-date if that is meant"
         )
     return run_date
-
-
-def open_store(spark: SparkSession, path: str) -> IndexStore:
-    return IndexStore(FileSystem(spark, path), path)
-
-
-def take_lease(store: IndexStore, *, purpose: str, timeout_s: float) -> Lease:
-    """This process's writer lease on the index; exit 2 if the index is unwritable or another live writer
-    started first."""
-    lease = Lease(store.files, store.leases_dir, "", purpose=purpose, timeout_s=timeout_s)
-    try:
-        lease.acquire()
-    except Exception as e:
-        raise FingerprintIndexError(f"index {store.root} is not writable: {essence(e)}") from None
-    blockers = lease.earlier_live()
-    if blockers:
-        lease.release()
-        raise FingerprintIndexError(
-            f"index {store.root} is being written by another process: {describe_blockers(blockers)}. One "
-            "writer at a time; this run did nothing. A writer that died holds its lease until it is stale"
-        )
-    return lease
 
 
 def _signature(cfg: Config) -> dict[str, Any]:
@@ -237,32 +214,25 @@ class IndexSession:
 
     # --- reading ------------------------------------------------------------------------------------
 
-    def _known_ids(self, fps: DataFrame, persisted: list[DataFrame]) -> tuple[DataFrame, int]:
+    def _known_ids(self, fps: DataFrame, ctx: RunContext) -> tuple[DataFrame, int]:
         """``fps`` with the ids the index holds already (from earlier dates) marked, and their number."""
-        from simhash_spark.transforms.incremental import mark_already_indexed
-
         known = self._read(self.store.partition_dirs(self.snapshots, "docs", None), [C.ID])
         if known is None:
             return fps, 0
-        known_ids = known.join(fps.select(C.ID), on=C.ID, how="left_semi").persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        persisted.append(known_ids)
+        known_ids = ctx.persist(known.join(fps.select(C.ID), on=C.ID, how="left_semi"))
         n_known = known_ids.count()
         return (mark_already_indexed(fps, known_ids) if n_known else fps), n_known
 
     def _touched(
-        self, bkeys: DataFrame, key_dirs: list[str], k: int, persisted: list[DataFrame]
+        self, bkeys: DataFrame, key_dirs: list[str], k: int, ctx: RunContext
     ) -> tuple[DataFrame | None, int, int]:
         """The entries within ``k`` of a batch key: (entries or None, key rows read, doc folders read)."""
-        ikeys = self._read(key_dirs, [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
+        ikeys = self._read(key_dirs, [C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
         if ikeys is None:
             return None, 0, 0
-        ikeys = ikeys.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(ikeys)
+        ikeys = ctx.persist(ikeys)
         key_rows_read = ikeys.count()
-        found = touched_entries(bkeys, ikeys, max_distance=k).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(found)
+        found = ctx.persist(touched_entries(bkeys, ikeys, max_distance=k))
         bucket = doc_bucket(F.col(C.FINGERPRINT), self.layout.doc_bits).alias("b")
         buckets = {int(r["b"]) for r in found.select(bucket).distinct().collect()}
         doc_dirs = self.store.partition_dirs(self.snapshots, "docs", buckets) if buckets else []
@@ -272,7 +242,7 @@ class IndexSession:
         touched = docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
         return touched, key_rows_read, len(doc_dirs)
 
-    def lookup(self, fps: DataFrame, k: int, persisted: list[DataFrame]) -> Lookup:
+    def lookup(self, fps: DataFrame, k: int, ctx: RunContext) -> Lookup:
         """Find the index entries the batch touches, reading only the key partitions its keys fall in.
 
         In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them.
@@ -282,19 +252,17 @@ class IndexSession:
             raise FingerprintIndexError(
                 f"index {self.path}: ids are {self.base.id_type}, this input's id column is {id_type}"
             )
-        fps, n_known = self._known_ids(fps, persisted)
+        fps, n_known = self._known_ids(fps, ctx)
         batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
             C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(self.run_date).alias(C.RUN_DATE)
         )
-        bkeys = index_keys(batch, layout=self.layout).persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(bkeys)
+        bkeys = ctx.persist(index_keys(batch, layout=self.layout))
         parts = {int(r[C.PART]) for r in bkeys.select(C.PART).distinct().collect()}
         key_dirs = self.store.partition_dirs(self.snapshots, "keys", parts)
-        touched, key_rows_read, n_doc_dirs = self._touched(bkeys, key_dirs, k, persisted)
+        touched, key_rows_read, n_doc_dirs = self._touched(bkeys, key_dirs, k, ctx)
         if touched is None:
-            touched = self.spark.createDataFrame([], _entry_schema(id_type))
-        touched = touched.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(touched)
+            touched = empty_entries(self.spark, id_type)
+        touched = ctx.persist(touched)
         entries, key_rows = self._entry_counts()
         stats = {
             "path": self.path,
@@ -409,17 +377,6 @@ class Lookup:
     stats: dict[str, Any]
 
 
-def _entry_schema(id_type: str) -> str:
-    return (
-        f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
-        f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
-    )
-
-
-def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
-    return spark.createDataFrame([], _entry_schema(id_type or "string"))
-
-
 def run_record(run_date: str, stats: dict[str, Any]) -> RunRecord:
     """What the manifest records of a run (snapshot and appended are filled in at commit)."""
     return RunRecord(
@@ -432,70 +389,3 @@ def run_record(run_date: str, stats: dict[str, Any]) -> RunRecord:
         matched_index=int(stats["index"]["batch_documents_matched"]),
         finished=now(),
     )
-
-
-# --- writing -----------------------------------------------------------------------------------------
-
-
-def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
-    """The batch documents the index takes: fingerprinted, not already indexed. Out: ``ENTRY_COLUMNS``."""
-    keep = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-        C.ID,
-        C.FINGERPRINT,
-        C.N_CHARS,
-        (
-            F.col(C.TITLE_FINGERPRINT) if C.TITLE_FINGERPRINT in fps.columns else F.lit(None).cast("bigint")
-        ).alias(C.TITLE_FINGERPRINT),
-    )
-    title = F.col(C.TITLE) if C.TITLE in docs.columns else F.lit(None).cast("string")
-    texts = docs.select(C.ID, C.TEXT, title.alias(C.TITLE))
-    return keep.join(texts, on=C.ID, how="inner").select(
-        *ENTRY_COLUMNS[:-1], F.lit(run_date).alias(C.RUN_DATE)
-    )
-
-
-def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
-    """Stored entries (``ENTRY_COLUMNS``) with fingerprints recomputed by ``cfg``'s model."""
-    extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
-    fps = add_fingerprints(entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra)
-    if cfg.input.title_column:
-        fps = add_title_fingerprints(fps, model=cfg.title_model)
-    title_fp = F.col(C.TITLE_FINGERPRINT) if cfg.input.title_column else F.lit(None).cast("bigint")
-    fresh = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-        C.ID, C.FINGERPRINT, C.N_CHARS, title_fp.alias(C.TITLE_FINGERPRINT), C.RUN_DATE
-    )
-    return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
-
-
-def write_snapshot(
-    store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
-) -> Snapshot:
-    """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder; invisible until a manifest
-    lists it."""
-    entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        n = entries.count()
-        base = store.snapshot_dir(snapshot)
-        if n:
-            keys = index_keys(entries.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE), layout=layout)
-            (
-                keys.repartition(C.PART)
-                .sortWithinPartitions(C.PART, C.TABLE, C.KEY)
-                .write.mode("error")
-                # small row groups over key-sorted files: a lookup of a few keys (``check``) reads the
-                # row groups whose key range holds them, not the whole partition
-                .option("parquet.block.size", KEY_ROW_GROUP_BYTES)
-                .partitionBy(C.PART)
-                .parquet(base + "/keys")
-            )
-            docs = entries.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
-            (
-                docs.repartition(C.BUCKET)
-                .sortWithinPartitions(C.BUCKET, C.ID)
-                .write.mode("error")
-                .partitionBy(C.BUCKET)
-                .parquet(base + "/docs")
-            )
-    finally:
-        entries.unpersist()
-    return Snapshot(snapshot, runs, n * len(layout.masks()), n, now())

@@ -26,8 +26,8 @@ from typing import Any
 
 from simhash_spark.core.index_model import Manifest
 from simhash_spark.errors import FingerprintIndexError, essence
-from simhash_spark.lease import Lease
-from simhash_spark.storage import Files, join
+from simhash_spark.lease import Lease, describe_blockers
+from simhash_spark.storage import Files, FileSystem, join
 
 _VERSION = re.compile(r"^v(\d{8})\.json$")
 _PART = re.compile(r"^(?:part|bucket)=(\d+)$")
@@ -161,6 +161,28 @@ class IndexStore:
                 self.files.delete(self.snapshot_dir(name))
                 gone.append(name)
         return gone
+
+
+def open_store(spark: Any, path: str) -> IndexStore:
+    return IndexStore(FileSystem(spark, path), path)
+
+
+def take_lease(store: IndexStore, *, purpose: str, timeout_s: float) -> Lease:
+    """This process's writer lease on the index; exit 2 if the index is unwritable or another live writer
+    started first."""
+    lease = Lease(store.files, store.leases_dir, "", purpose=purpose, timeout_s=timeout_s)
+    try:
+        lease.acquire()
+    except Exception as e:
+        raise FingerprintIndexError(f"index {store.root} is not writable: {essence(e)}") from None
+    blockers = lease.earlier_live()
+    if blockers:
+        lease.release()
+        raise FingerprintIndexError(
+            f"index {store.root} is being written by another process: {describe_blockers(blockers)}. One "
+            "writer at a time; this run did nothing. A writer that died holds its lease until it is stale"
+        )
+    return lease
 
 
 def now() -> str:

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.core.index_model import Manifest, Snapshot
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.incremental import ENTRY_COLUMNS, open_store, take_lease, write_snapshot
-from simhash_spark.index_store import IndexStore, describe
+from simhash_spark.index.snapshots import ENTRY_COLUMNS, write_snapshot
+from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.storage import ArrowFiles
 
@@ -134,18 +134,7 @@ def _compact(
             "run dates the index holds (index stats), or pass a larger --max-drop-fraction"
         )
     merged = _merge(spark, store, manifest, merge, cutoff, lease.writer)
-    merged_ids = {s.id for s in merge}
-    new = dataclasses.replace(
-        manifest,
-        version=manifest.version + 1,
-        snapshots=(merged, *keep) if merged.runs else tuple(keep),
-        runs=tuple(
-            dataclasses.replace(r, snapshot=merged.id if r.run_date in merged.runs else "")
-            if r.snapshot in merged_ids
-            else r
-            for r in manifest.runs
-        ),
-    )
+    new = _compacted(manifest, merged, merge, keep)
     store.commit(new)
     removed = store.remove_unlisted(new, manifest, lease)
     log.info(
@@ -165,6 +154,23 @@ def _compact(
         "dropped_entries": manifest.entries - new.entries,
         "version": new.version,
     }
+
+
+def _compacted(manifest: Manifest, merged: Snapshot, merge: list[Snapshot], keep: list[Snapshot]) -> Manifest:
+    """The next version: ``merge`` replaced by ``merged``; run records kept (monitoring history), pointing
+    at the merged snapshot, or at none when retention dropped their entries."""
+    merged_ids = {s.id for s in merge}
+    return dataclasses.replace(
+        manifest,
+        version=manifest.version + 1,
+        snapshots=(merged, *keep) if merged.runs else tuple(keep),
+        runs=tuple(
+            dataclasses.replace(r, snapshot=merged.id if r.run_date in merged.runs else "")
+            if r.snapshot in merged_ids
+            else r
+            for r in manifest.runs
+        ),
+    )
 
 
 def _merge(

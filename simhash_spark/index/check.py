@@ -16,12 +16,19 @@ import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter
-from simhash_spark.core.index_model import doc_bucket, key_part, model_differences, model_signature
+from simhash_spark.core.fingerprint import FINGERPRINTED, FingerprintBatch, Fingerprinter
+from simhash_spark.core.index_model import (
+    IndexLayout,
+    Manifest,
+    doc_bucket,
+    key_part,
+    model_differences,
+    model_signature,
+)
+from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_hex
-from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, similarity
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index_store import IndexStore
+from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
 _M64 = (1 << 64) - 1
@@ -41,10 +48,8 @@ def _table(files: ArrowFiles, dirs: list[str], columns: list[str], filt: Any) ->
     return dataset.to_table(columns=columns, filter=filt)
 
 
-def check(
-    index_path: str, cfg: Config, queries: Sequence[Query]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One result per query, and what was read (``partitions_read``, ``key_rows_read``)."""
+def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifest]:
+    """The index, checked against the configuration: same body model, k within its tables."""
     files = ArrowFiles(index_path)
     store = IndexStore(files, files.root)
     manifest = store.manifest()
@@ -60,60 +65,64 @@ def check(
         raise FingerprintIndexError(
             f"index {index_path} was built with a different fingerprint model: {'; '.join(diffs[:6])}"
         )
-    layout = manifest.layout
-    policy = cfg.policy
-    if policy.largest > layout.max_distance:
+    if cfg.policy.largest > manifest.layout.max_distance:
         raise FingerprintIndexError(
-            f"index {index_path}: its tables find pairs up to {layout.max_distance} bits, the configuration "
-            f"asks for {policy.largest} (match.max_distance / match.length_steps); use the index's k"
+            f"index {index_path}: its tables find pairs up to {manifest.layout.max_distance} bits, the "
+            f"configuration asks for {cfg.policy.largest} (match.max_distance / match.length_steps); use the "
+            "index's k"
         )
-    k_max = policy.largest
-    batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
-    masks = layout.masks()
-    positions = layout.prefix_positions()
-    wanted: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # part -> (query, band, key)
+    return files, store, manifest
+
+
+def _wanted_keys(batch: FingerprintBatch, layout: IndexLayout) -> dict[int, list[tuple[int, int, int]]]:
+    """Key partition → (query, band, key) of every fingerprinted query's band keys."""
+    wanted: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    masks, positions = layout.masks(), layout.prefix_positions()
     for qi, status in enumerate(batch.status):
         if status not in FINGERPRINTED:
             continue
         fp = int(batch.fingerprint[qi])
         for band, (m, pos) in enumerate(zip(masks, positions, strict=True)):
             wanted[key_part(band, fp, pos, layout.prefix_bits)].append((qi, band, fp & m))
-    snapshots = [s.id for s in manifest.snapshots]
-    dirs = store.partition_dirs(snapshots, "keys", set(wanted))
-    cols = [C.TABLE, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE]
-    rows: list[dict[str, Any]] = []
-    for d in dirs:
-        part = int(d.rsplit("=", 1)[1])
-        rows += _lookup_keys(files, d, cols, {key for _, _, key in wanted[part]})
+    return wanted
+
+
+def _candidates(
+    batch: FingerprintBatch,
+    wanted: dict[int, list[tuple[int, int, int]]],
+    rows: list[dict[str, Any]],
+    rule: PairRule,
+) -> dict[int, dict[Any, dict[str, Any]]]:
+    """Query → indexed id → its key row and distance, for entries sharing a key and within the pair's k."""
     by_key: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        by_key[(r[C.TABLE], r[C.KEY])].append(r)
-    candidates: dict[int, dict[Any, dict[str, Any]]] = defaultdict(dict)
+        by_key[(r[C.BAND], r[C.KEY])].append(r)
+    found: dict[int, dict[Any, dict[str, Any]]] = defaultdict(dict)
     for items in wanted.values():
         for qi, band, key in items:
             fp = int(batch.fingerprint[qi])
             for r in by_key.get((band, key), ()):
                 d = ((fp ^ r[C.FINGERPRINT]) & _M64).bit_count()
-                k = policy.k_for_length(min(int(batch.n_chars[qi]), r[C.N_CHARS]))
-                if d <= min(k, k_max):
-                    candidates[qi][r[C.ID]] = {**r, "distance": d}
-    texts = _texts(files, store, snapshots, layout.doc_bits, candidates) if cfg.verify.enabled else {}
-    results = []
-    for qi, q in enumerate(queries):
-        matches = []
-        for cand in candidates.get(qi, {}).values():
-            d = cand["distance"]
-            sim = None
-            if d == 0:
-                reason = IDENTICAL
-            elif not cfg.verify.enabled or d <= cfg.verify.accept_distance:
-                reason = FINGERPRINT
-            else:
-                sim = similarity(q.text or "", texts.get(cand[C.ID]) or "", cfg.verify, cfg.normalize)
-                if sim < cfg.verify.min_similarity:
-                    continue
-                reason = VERIFIED
-            matches.append(
+                if d <= rule.k(int(batch.n_chars[qi]), r[C.N_CHARS]):
+                    found[qi][r[C.ID]] = {**r, "distance": d}
+    return found
+
+
+def _matches(
+    text: str | None,
+    n_chars: int,
+    candidates: dict[Any, dict[str, Any]],
+    texts: dict[Any, str],
+    rule: PairRule,
+) -> list[dict[str, Any]]:
+    """The candidates the pair rule accepts, as the job would label them, nearest first."""
+    out = []
+    for cand in candidates.values():
+        d, stored = cand["distance"], texts.get(cand[C.ID])
+        sim = rule.similarity(text or "", stored or "") if rule.needs_text_check(d) else None
+        reason = rule.reason(d, n_chars, cand[C.N_CHARS], same_text=text == stored, similarity=sim)
+        if reason is not None:
+            out.append(
                 {
                     "id": cand[C.ID],
                     "distance": d,
@@ -122,7 +131,32 @@ def check(
                     "run_date": cand[C.RUN_DATE],
                 }
             )
-        matches.sort(key=lambda m: (m["run_date"], str(m["id"])))
+    return sorted(out, key=lambda m: (m["distance"], m["run_date"], str(m["id"])))
+
+
+def check(
+    index_path: str, cfg: Config, queries: Sequence[Query]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One result per query, and what was read (``partitions_read``, ``key_rows_read``)."""
+    files, store, manifest = _open(index_path, cfg)
+    layout = manifest.layout
+    rule = PairRule(cfg.policy, cfg.verify, cfg.normalize)
+    batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
+    wanted = _wanted_keys(batch, layout)
+    snapshots = [s.id for s in manifest.snapshots]
+    dirs = store.partition_dirs(snapshots, "keys", set(wanted))
+    cols = [C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE]
+    rows = [
+        r
+        for d in dirs
+        for r in _lookup_keys(files, d, cols, {key for _, _, key in wanted[int(d.rsplit("=", 1)[1])]})
+    ]
+    candidates = _candidates(batch, wanted, rows, rule)
+    texts = _texts(files, store, snapshots, layout.doc_bits, candidates) if rule.verify.enabled else {}
+    results = []
+    for qi, q in enumerate(queries):
+        matches = _matches(q.text, int(batch.n_chars[qi]), candidates.get(qi, {}), texts, rule)
+        earliest = min(matches, key=lambda m: (m["run_date"], str(m["id"])), default=None)
         has_fp = batch.status[qi] in FINGERPRINTED
         results.append(
             {
@@ -130,8 +164,8 @@ def check(
                 "fingerprint": to_hex(int(batch.fingerprint[qi]) & _M64) if has_fp else None,
                 "status": batch.status[qi],
                 "duplicate": bool(matches),
-                "earliest": matches[0]["id"] if matches else None,
-                "matches": sorted(matches, key=lambda m: (m["distance"], m["run_date"], str(m["id"]))),
+                "earliest": earliest["id"] if earliest else None,
+                "matches": matches,
             }
         )
     read = {

@@ -1,0 +1,61 @@
+"""What a run carries through its stages: wall time per stage, and the frames it persisted (released when
+the run is done). Failures name the stage they happened in (exit code 1)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from simhash_spark.errors import InputError, SimhashSparkError, essence, is_unreadable_input
+from simhash_spark.faults import maybe_pause
+
+log = logging.getLogger("simhash_spark.pipeline")
+
+
+class StageFailed(RuntimeError):
+    """A runtime failure, labelled with the stage it happened in (exit code 1)."""
+
+
+class RunContext:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._persisted: list[DataFrame] = []
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the stage ``name`` (summary.json's ``timings_s``) and label its failures."""
+        start = time.perf_counter()
+        log.info("stage %s: start", name)
+        maybe_pause(name)
+        try:
+            yield
+        except SimhashSparkError:
+            raise
+        except Exception as e:
+            if is_unreadable_input(e):
+                raise InputError(f"cannot read input: {essence(e)}") from e
+            raise StageFailed(f"stage '{name}' failed: {type(e).__name__}: {essence(e)}") from e
+        self.timings[name] = round(time.perf_counter() - start, 3)
+        log.info("stage %s: %.1f s", name, self.timings[name])
+
+    def untimed(self) -> RunContext:
+        """A context for work inside a stage: its own timings (not reported), this run's persisted frames."""
+        child = RunContext()
+        child._persisted = self._persisted
+        return child
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        """``df`` persisted (memory, spilling to disk) until ``release``."""
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()

@@ -1,0 +1,96 @@
+"""Snapshot folders of the index, read and written with Spark.
+
+A snapshot holds, for some run dates, one row per document (``docs/bucket=B/``: ``ENTRY_COLUMNS``) and one
+row per (document, table) (``keys/part=P/``); see ``simhash_spark.core.index_model`` for the layout.
+"""
+
+from __future__ import annotations
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+from simhash_spark.config import Config
+from simhash_spark.core.index_model import IndexLayout, Snapshot
+from simhash_spark.index.store import IndexStore, now
+from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
+from simhash_spark.transforms.index_rows import doc_bucket, index_keys
+
+KEY_ROW_GROUP_BYTES = 256 * 1024
+ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
+
+
+def _entry_schema(id_type: str) -> str:
+    return (
+        f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
+        f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
+    )
+
+
+def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
+    return spark.createDataFrame([], _entry_schema(id_type or "string"))
+
+
+def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
+    """The batch documents the index takes: fingerprinted, not already indexed. Out: ``ENTRY_COLUMNS``."""
+    keep = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
+        C.ID,
+        C.FINGERPRINT,
+        C.N_CHARS,
+        (
+            F.col(C.TITLE_FINGERPRINT) if C.TITLE_FINGERPRINT in fps.columns else F.lit(None).cast("bigint")
+        ).alias(C.TITLE_FINGERPRINT),
+    )
+    title = F.col(C.TITLE) if C.TITLE in docs.columns else F.lit(None).cast("string")
+    texts = docs.select(C.ID, C.TEXT, title.alias(C.TITLE))
+    return keep.join(texts, on=C.ID, how="inner").select(
+        *ENTRY_COLUMNS[:-1], F.lit(run_date).alias(C.RUN_DATE)
+    )
+
+
+def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
+    """Stored entries (``ENTRY_COLUMNS``) with fingerprints recomputed by ``cfg``'s model."""
+    extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
+    fps = add_fingerprints(entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra)
+    if cfg.input.title_column:
+        fps = add_title_fingerprints(fps, model=cfg.title_model)
+    title_fp = F.col(C.TITLE_FINGERPRINT) if cfg.input.title_column else F.lit(None).cast("bigint")
+    fresh = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
+        C.ID, C.FINGERPRINT, C.N_CHARS, title_fp.alias(C.TITLE_FINGERPRINT), C.RUN_DATE
+    )
+    return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
+
+
+def write_snapshot(
+    store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
+) -> Snapshot:
+    """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder; invisible until a manifest
+    lists it."""
+    entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        n = entries.count()
+        base = store.snapshot_dir(snapshot)
+        if n:
+            keys = index_keys(entries.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE), layout=layout)
+            (
+                keys.repartition(C.PART)
+                .sortWithinPartitions(C.PART, C.BAND, C.KEY)
+                .write.mode("error")
+                # small row groups over key-sorted files: a lookup of a few keys (``check``) reads the
+                # row groups whose key range holds them, not the whole partition
+                .option("parquet.block.size", KEY_ROW_GROUP_BYTES)
+                .partitionBy(C.PART)
+                .parquet(base + "/keys")
+            )
+            docs = entries.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
+            (
+                docs.repartition(C.BUCKET)
+                .sortWithinPartitions(C.BUCKET, C.ID)
+                .write.mode("error")
+                .partitionBy(C.BUCKET)
+                .parquet(base + "/docs")
+            )
+    finally:
+        entries.unpersist()
+    return Snapshot(snapshot, runs, n * len(layout.masks()), n, now())
