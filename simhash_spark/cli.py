@@ -41,6 +41,15 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (by default: one updating line on a terminal, else a log line every 30 s "
+        "and at each stage's end); the result line on stdout and summary.json are the same",
+    )
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     _add_config(p)
     _add_spark(p)
@@ -127,6 +136,7 @@ def _add_dedup(sub: Any) -> None:
         help="also register the outputs as catalog tables PREFIXdocuments, PREFIXpairs, PREFIXclusters, "
         "PREFIXdeduplicated (external tables over the published folders), e.g. --output-table-prefix dedup.news_",
     )
+    _add_quiet(d)
     _add_common(d)
 
 
@@ -140,6 +150,7 @@ def _add_demo(sub: Any) -> None:
     m.add_argument("--workdir", default="demo-output", help="folder for the corpus and the result")
     m.add_argument("--docs", type=int, default=2000, help="number of base documents (default 2000)")
     m.add_argument("--seed", type=int, default=7)
+    _add_quiet(m)
     _add_common(m)
 
 
@@ -234,6 +245,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
         index_path=args.index,
         run_date=run_date,
         rebuild_index=args.rebuild_index,
+        show_progress=not args.quiet,
     )
     print(
         json.dumps(
@@ -365,6 +377,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         master=args.master,
         conf=_spark_conf(args.spark_conf),
+        show_progress=not args.quiet,
     )
     return 0
 

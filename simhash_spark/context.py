@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 
 from simhash_spark.errors import InputError, SimhashSparkError, essence, is_unreadable_input
 from simhash_spark.faults import maybe_pause
+from simhash_spark.progress import Progress
 
 log = logging.getLogger("simhash_spark.pipeline")
 
@@ -22,15 +23,25 @@ class StageFailed(RuntimeError):
 
 
 class RunContext:
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress | None = None) -> None:
         self.timings: dict[str, float] = {}
+        self.progress = progress
         self._persisted: list[DataFrame] = []
+
+    @property
+    def stages(self) -> dict[str, dict[str, float | int]]:
+        """Per stage: seconds, and (with Spark's status) tasks run and rows read."""
+        if self.progress is not None:
+            return dict(self.progress.finished)
+        return {name: {"seconds": secs} for name, secs in self.timings.items()}
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the stage ``name`` (summary.json's ``timings_s``) and label its failures."""
         start = time.perf_counter()
         log.info("stage %s: start", name)
+        if self.progress is not None:
+            self.progress.begin(name)
         maybe_pause(name)
         try:
             yield
@@ -40,8 +51,20 @@ class RunContext:
             if is_unreadable_input(e):
                 raise InputError(f"cannot read input: {essence(e)}") from e
             raise StageFailed(f"stage '{name}' failed: {type(e).__name__}: {essence(e)}") from e
-        self.timings[name] = round(time.perf_counter() - start, 3)
-        log.info("stage %s: %.1f s", name, self.timings[name])
+        finally:
+            seconds = round(time.perf_counter() - start, 3)
+            record = self.progress.end(name, seconds) if self.progress is not None else {}
+        self.timings[name] = seconds
+        if record.get("tasks"):
+            log.info(
+                "stage %s: %.1f s (%d tasks, %s rows read)",
+                name,
+                seconds,
+                record["tasks"],
+                f"{record['rows']:,}",
+            )
+        else:
+            log.info("stage %s: %.1f s", name, seconds)
 
     def untimed(self) -> RunContext:
         """A context for work inside a stage: its own timings (not reported), this run's persisted frames."""
@@ -56,6 +79,9 @@ class RunContext:
         return df
 
     def release(self) -> None:
+        """Unpersist every frame this run persisted and stop reporting progress."""
         for df in self._persisted:
             df.unpersist()
         self._persisted.clear()
+        if self.progress is not None:
+            self.progress.close()

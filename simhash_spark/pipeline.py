@@ -29,6 +29,7 @@ from simhash_spark.io import (
     write_parquet,
 )
 from simhash_spark.linking import Linked, LinkParams, link
+from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import render
@@ -112,6 +113,7 @@ def dedup(
     *,
     source: str = "input",
     index: IndexSession | None = None,
+    ctx: RunContext | None = None,
 ) -> DedupResult:
     """Find near-duplicates in ``raw`` (the input rows, any columns) as configured; with ``index``, also
     against the documents of earlier runs it holds (``simhash_spark.index``).
@@ -120,7 +122,7 @@ def dedup(
     the Spark actions these need; the returned DataFrames are persisted, ready to be written or
     inspected (``unpersist`` releases them).
     """
-    ctx = RunContext()
+    ctx = ctx or RunContext()
     docs, fps, status_counts = _fingerprint(spark, raw, cfg, ctx, source=source)
     looked = None
     if index is not None:
@@ -285,6 +287,7 @@ def summary(result: DedupResult, cfg: Config, *, source: str, spark: SparkSessio
         "input": source,
         **result.stats,
         "timings_s": result.timings,
+        "stages": result.ctx.stages,
         "config": cfg.to_dict(),
         "spark": {"version": spark.version},
         "versions": _versions(),
@@ -302,6 +305,7 @@ def run(
     index_path: str | None = None,
     run_date: str | None = None,
     rebuild_index: bool = False,
+    show_progress: bool = True,
 ) -> dict[str, Any]:
     """Read, dedup, write every output into staging, (with an index) commit the batch to the index, then
     publish the output atomically and register the published folders as catalog tables
@@ -324,7 +328,8 @@ def run(
             assert run_date is not None
             index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
         raw = read_input(spark, path=input_path, table=input_table)
-        summ = _compute_and_publish(spark, cfg, raw, source=source, publisher=publisher, index=index)
+        ctx = RunContext(Progress(SparkProbe(spark), show=show_progress))
+        summ = _compute_and_publish(spark, cfg, raw, source=source, publisher=publisher, index=index, ctx=ctx)
     except BaseException:
         publisher.abort()
         if index is not None:
@@ -344,9 +349,10 @@ def _compute_and_publish(
     source: str,
     publisher: Publisher,
     index: IndexSession | None,
+    ctx: RunContext,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    result = dedup(spark, raw, cfg, source=source, index=index)
+    result = dedup(spark, raw, cfg, source=source, index=index, ctx=ctx)
     try:
         with result.ctx.stage("write"):
             write_parquet(result.documents, publisher.path("documents"))
@@ -355,7 +361,7 @@ def _compute_and_publish(
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
         if index is not None:
-            result.stats["monitor"] = index.monitor(result.stats["dedup_rate"], cfg)
+            result.stats["monitor"] = index.monitor(result.stats["dedup_rate"], cfg.monitor)
             index.raise_if_alarming(result.stats["monitor"])
         report = None
         if cfg.output.write_report:

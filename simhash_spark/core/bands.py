@@ -17,6 +17,7 @@ least one table: the join is exact, not approximate.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -163,6 +164,7 @@ def exact_candidates(k: int, max_tables: int = 512) -> list[BandScheme]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def parse_scheme(spec: str) -> BandScheme:
     m = _NXW.match(spec)
     if m:

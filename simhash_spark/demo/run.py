@@ -22,6 +22,7 @@ def run_demo(
     seed: int,
     master: str | None,
     conf: dict[str, str] | None = None,
+    show_progress: bool = True,
 ) -> dict:
     from simhash_spark.pipeline import run
     from simhash_spark.session import build_session
@@ -34,7 +35,7 @@ def run_demo(
     if result_dir.exists() and not (result_dir / "_SUCCESS").exists():
         shutil.rmtree(result_dir)
     spark = build_session(cfg, master=master, conf=conf)
-    summ = run(spark, cfg, output=str(result_dir), input_path=str(corpus))
+    summ = run(spark, cfg, output=str(result_dir), input_path=str(corpus), show_progress=show_progress)
     keys = (
         "input_rows",
         "fingerprinted",

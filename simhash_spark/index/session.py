@@ -40,6 +40,7 @@ from simhash_spark.context import RunContext
 from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
+    MonitorOptions,
     RunRecord,
     Snapshot,
     choose_layout,
@@ -143,12 +144,13 @@ class IndexSession:
                 'title.rule: "or" is not supported with --index (the index stores body keys only); use "and"'
             )
         store = open_store(spark, path)
-        manifest = store.manifest()  # refuses a folder that is not an index before touching it
+        store.manifest()  # refuses a folder that is not an index before writing anything into it
         lease = take_lease(
             store, purpose=f"dedup run {run_date}", timeout_s=cfg.writers.lease_timeout_seconds
         )
         try:
-            return cls._open(spark, cfg, store, manifest, lease, run_date, rebuild)
+            # read again under the lease: a writer that finished meanwhile has committed a newer version
+            return cls._open(spark, cfg, store, store.manifest(), lease, run_date, rebuild)
         except BaseException:
             lease.release()
             raise
@@ -322,10 +324,10 @@ class IndexSession:
 
     # --- monitoring and committing ------------------------------------------------------------------
 
-    def monitor(self, rate: float, cfg: Config) -> dict[str, Any]:
+    def monitor(self, rate: float, opts: MonitorOptions) -> dict[str, Any]:
         """The dedup rate against the recent runs recorded in the index (earlier run dates only)."""
         history = [r.dedup_rate for r in self.base.runs if r.run_date < self.run_date]
-        return rate_check(rate, history, cfg.monitor)
+        return rate_check(rate, history, opts)
 
     def raise_if_alarming(self, result: dict[str, Any]) -> None:
         if result["ok"]:

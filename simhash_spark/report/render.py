@@ -155,7 +155,7 @@ del{background:#f6c6c6;text-decoration:none}ins{background:#c6f0c6;text-decorati
 def render(data: ReportData) -> str:
     s = data.summary
     statuses = s.get("status", {})
-    timings = s.get("timings_s", {})
+    stages = s.get("stages") or {k: {"seconds": v} for k, v in s.get("timings_s", {}).items() if k != "total"}
     bands = s.get("bands", {})
     size_labels, size_counts = _size_buckets(data.cluster_sizes)
     dists = sorted(data.pair_distances)
@@ -179,7 +179,9 @@ def render(data: ReportData) -> str:
         _bar(
             "documents per status", list(statuses), list(statuses.values()), "status", "documents", log=True
         ),
-        _bar("time per stage", list(timings), [round(v) for v in timings.values()], "stage", "seconds"),
+        _bar(
+            "time per stage", list(stages), [round(v["seconds"]) for v in stages.values()], "stage", "seconds"
+        ),
     ]
     if data.pair_similarities:
         plots.append(_hist("similarity of verified pairs", data.pair_similarities, "similarity"))
@@ -199,8 +201,11 @@ def render(data: ReportData) -> str:
         _table(sorted(statuses.items()), ("status", "documents")),
         "<h2>Largest buckets</h2>",
         _table(buckets, ("band", "key", "distinct fingerprints")) if buckets else "<p>none</p>",
-        "<h2>Time per stage (s)</h2>",
-        _table(list(timings.items()), ("stage", "seconds")),
+        "<h2>Time per stage</h2>",
+        _table(
+            [(k, v["seconds"], v.get("tasks", ""), v.get("rows", "")) for k, v in stages.items()],
+            ("stage", "seconds", "Spark tasks", "rows read"),
+        ),
         "<h2>Bands and verification</h2>",
         f"<pre>{html.escape(json.dumps({'bands': bands, 'verify': s.get('verify')}, indent=1, ensure_ascii=False))}</pre>",
         f"<h2>Example clusters ({len(data.examples)})</h2>",
