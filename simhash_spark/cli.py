@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config
-from simhash_spark.errors import ConfigError, SimhashSparkError, essence
+from simhash_spark.errors import ConfigError, OutputError, SimhashSparkError, essence
 
 log = logging.getLogger("simhash_spark")
 
@@ -209,13 +210,48 @@ def _add_index(sub: Any) -> None:
     _add_common(co)
 
 
+def _to_jvm_stderr(text: str) -> bool:
+    """Under spark-submit the Python driver's stderr is merged into spark-submit's stdout (Spark's
+    PythonRunner redirects it): there, text for stderr goes through the JVM's ``System.err`` once a
+    SparkContext exists. False where it did not."""
+    from simhash_spark.session import launched_by_spark_submit
+
+    if not launched_by_spark_submit():
+        return False
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return False
+    try:
+        sc._jvm.System.err.println(text)
+        return True
+    except Exception:  # the gateway is closing: fall back to the merged stream
+        return False
+
+
+def _error(text: str) -> None:
+    if not _to_jvm_stderr(text):
+        print(text, file=sys.stderr)
+
+
+class _StderrHandler(logging.StreamHandler):
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not _to_jvm_stderr(self.format(record)):
+            super().emit(record)
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    """The job's own log lines, on stderr whoever launched it (stdout carries the result line only); other
+    libraries' loggers keep their levels."""
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(getattr(logging, level))
+    log.propagate = False
 
 
 def _run_dedup(args: argparse.Namespace) -> int:
@@ -234,6 +270,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
         run_date = check_run_date(given, allow_future=args.allow_future_run_date)
     elif args.run_date is not None or args.rebuild_index or args.allow_future_run_date:
         raise ConfigError("--run-date, --allow-future-run-date and --rebuild-index need --index")
+    _refuse_existing_local_output(args.output, cfg.output.overwrite)
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
     summ = run(
         spark,
@@ -264,6 +301,15 @@ def _run_dedup(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _refuse_existing_local_output(output: str, overwrite: bool) -> None:
+    """Before starting Spark, where Python can see the path: an existing output without --overwrite is
+    exit 2 at once (other file systems are checked as soon as the session is up)."""
+    if overwrite or "://" in output:
+        return
+    if os.path.exists(output.removeprefix("file:")):
+        raise OutputError(f"output {output!r} already exists; pass --overwrite to replace it")
 
 
 def _spark_conf(items: list[str]) -> dict[str, str]:
@@ -395,12 +441,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_index(args)
         return _run_demo(args)
     except SimhashSparkError as e:
-        print(f"simhash_spark: error: {e}", file=sys.stderr)
+        _error(f"simhash_spark: error: {e}")
         return e.exit_code
     except Exception as e:
         from simhash_spark.context import StageFailed
 
         log.exception("run failed")
         message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"
-        print(f"simhash_spark: failed: {message}", file=sys.stderr)
+        _error(f"simhash_spark: failed: {message}")
         return 1

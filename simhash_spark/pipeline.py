@@ -289,7 +289,11 @@ def summary(result: DedupResult, cfg: Config, *, source: str, spark: SparkSessio
         "timings_s": result.timings,
         "stages": result.ctx.stages,
         "config": cfg.to_dict(),
-        "spark": {"version": spark.version},
+        "spark": {
+            "version": spark.version,
+            "app_name": spark.conf.get("spark.app.name", None),
+            "arrow_max_records_per_batch": spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", None),
+        },
         "versions": _versions(),
     }
 

@@ -42,3 +42,16 @@ def corpora() -> Path:
     if not CORPORA.is_dir():
         pytest.skip(f"shared corpora not found at {CORPORA} (set SIMHASH_CORPORA)")
     return CORPORA
+
+
+@pytest.fixture(autouse=True)
+def _job_logger_restored():
+    """``cli.main`` gives the job's logger its own stderr handler (and stops propagation); put it back so
+    the next test's ``caplog`` sees the job's log records."""
+    import logging
+
+    yield
+    job = logging.getLogger("simhash_spark")
+    job.handlers.clear()
+    job.propagate = True
+    job.setLevel(logging.NOTSET)

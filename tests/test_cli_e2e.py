@@ -216,3 +216,62 @@ def test_report_of_the_run(result):
     shown = page.count('class="cluster"')
     assert shown == min(20, summary["clusters"]) and shown > 0
     assert f"<b>{summary['input_rows']}</b>" in page
+
+
+@pytest.mark.slow
+def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_path):
+    """``--name`` and ``--conf`` given to spark-submit are what the job runs with; the job's log lines go to
+    stderr, so stdout is one JSON line."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    corpus = tmp_path / "c.parquet"
+    write_corpus(corpus, n_docs=40, seed=2)
+    out = tmp_path / "out"
+    venv_bin = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    job = Path(__file__).resolve().parents[1] / "jobs" / "dedup.py"
+    proc = subprocess.run(
+        [
+            str(venv_bin / "spark-submit"),
+            *["--master", "local[2]", "--name", "simhash_dedup_20261129"],
+            *[
+                "--conf",
+                "spark.sql.execution.arrow.maxRecordsPerBatch=5000",
+                "--conf",
+                "spark.ui.enabled=false",
+            ],
+            str(job),
+            *["--input", str(corpus), "--output", str(out), "--set", "output.write_report=false"],
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["input_rows"] > 40, proc.stdout[:2000]
+    assert "stage fingerprint: start" in proc.stderr
+    spark_info = json.loads((out / "summary.json").read_text())["spark"]
+    assert spark_info["app_name"] == "simhash_dedup_20261129"
+    assert spark_info["arrow_max_records_per_batch"] == "5000"
+
+
+def test_an_existing_output_is_refused_before_spark_starts(tmp_path, capsys, monkeypatch):
+    import simhash_spark.session
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(simhash_spark.session, "build_session", no_spark)
+    (tmp_path / "out").mkdir()
+    assert main(["dedup", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == 2
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
