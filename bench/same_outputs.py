@@ -44,7 +44,7 @@ def digest_folder(folder: Path) -> dict[str, Any]:
         )
         out[name] = {"rows": len(rows), "sha256": hashlib.sha256("\n".join(rows).encode()).hexdigest()}
     summary = json.loads((folder / "summary.json").read_text())
-    for key in ("timings_s", "input", "versions", "spark"):
+    for key in ("timings_s", "stages", "input", "versions", "spark"):
         summary.pop(key, None)
     for key in ("path", "snapshot", "version_before", "version_after"):
         summary.get("index", {}).pop(key, None)

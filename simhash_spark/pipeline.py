@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
@@ -58,8 +58,9 @@ class DedupResult:
     deduplicated: DataFrame
     texts: DataFrame  # id, text (the configured text columns joined), for the report
     index_entries: DataFrame | None = None  # incremental runs: what the index takes from this batch
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)  # summary.json's statistics, its documented keys
     ctx: RunContext = field(default_factory=RunContext, repr=False)
+    totals: RunTotals | None = None
 
     @property
     def timings(self) -> dict[str, float]:
@@ -143,7 +144,7 @@ def dedup(
             documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
             linked.stats["pairs_accepted"] = pairs.count()
         documents = ctx.persist(documents)
-        totals = _document_totals(documents, incremental=looked is not None)
+        totals = _document_totals(documents, status_counts, incremental=looked is not None)
     stats = _stats(status_counts, linked.stats, totals, looked)
     entries = None
     if index is not None:
@@ -159,6 +160,7 @@ def dedup(
         entries,
         stats,
         ctx,
+        totals,
     )
 
 
@@ -237,38 +239,59 @@ def _assemble_incremental(
     return documents, pairs
 
 
-def _document_totals(documents: DataFrame, *, incremental: bool) -> Row:
+@dataclass(frozen=True)
+class RunTotals:
+    """The run's headline numbers, typed: what the index's run record and the monitor use."""
+
+    input_rows: int
+    fingerprinted: int
+    duplicates: int
+    clusters: int
+    largest_cluster: int
+    matched_index: int  # batch documents whose cluster holds an indexed document (incremental runs)
+
+    @property
+    def dedup_rate(self) -> float:
+        return round(self.duplicates / self.input_rows, 6) if self.input_rows else 0.0
+
+
+def _document_totals(documents: DataFrame, status_counts: dict[str, int], *, incremental: bool) -> RunTotals:
     matched = F.count(F.col(C.MATCHED_INDEX_ID)) if incremental else F.lit(0)
-    totals = documents.agg(
+    row = documents.agg(
         F.coalesce(F.sum(F.col(C.IS_DUPLICATE).cast("long")), F.lit(0)).alias("duplicates"),
         F.count_distinct(F.when(F.col(C.CLUSTER_SIZE) > 1, F.col(C.CLUSTER_ID))).alias("clusters"),
         F.coalesce(F.max(C.CLUSTER_SIZE), F.lit(0)).alias("largest"),
         matched.alias("matched"),
     ).first()
-    assert totals is not None
-    return totals
+    assert row is not None
+    return RunTotals(
+        input_rows=sum(status_counts.values()),
+        fingerprinted=sum(status_counts[s] for s in FINGERPRINTED),
+        duplicates=int(row["duplicates"]),
+        clusters=int(row["clusters"]),
+        largest_cluster=int(row["largest"]),
+        matched_index=int(row["matched"]),
+    )
 
 
 def _stats(
-    status_counts: dict[str, int], link_stats: dict[str, Any], totals: Row, looked: Lookup | None
+    status_counts: dict[str, int], link_stats: dict[str, Any], totals: RunTotals, looked: Lookup | None
 ) -> dict[str, Any]:
     """summary.json's statistics (its documented keys, in their order)."""
-    input_rows = sum(status_counts.values())
-    duplicates = int(totals["duplicates"])
     stats = {
-        "input_rows": input_rows,
-        "fingerprinted": sum(status_counts[s] for s in FINGERPRINTED),
+        "input_rows": totals.input_rows,
+        "fingerprinted": totals.fingerprinted,
         "status": status_counts,
         **{k: v for k, v in link_stats.items() if k not in ("components_iterations", "bands")},
-        "clusters": int(totals["clusters"]),
-        "largest_cluster": int(totals["largest"]),
-        "duplicates": duplicates,
-        "dedup_rate": round(duplicates / input_rows, 6) if input_rows else 0.0,
+        "clusters": totals.clusters,
+        "largest_cluster": totals.largest_cluster,
+        "duplicates": totals.duplicates,
+        "dedup_rate": totals.dedup_rate,
         "components_iterations": link_stats["components_iterations"],
         "bands": link_stats["bands"],
     }
     if looked is not None:
-        stats["index"] = {**looked.stats, "batch_documents_matched": int(totals["matched"])}
+        stats["index"] = {**looked.stats, "batch_documents_matched": totals.matched_index}
     return stats
 
 
@@ -292,7 +315,9 @@ def summary(result: DedupResult, cfg: Config, *, source: str, spark: SparkSessio
         "spark": {
             "version": spark.version,
             "app_name": spark.conf.get("spark.app.name", None),
-            "arrow_max_records_per_batch": spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", None),
+            "arrow_max_records_per_batch": spark.conf.get(
+                "spark.sql.execution.arrow.maxRecordsPerBatch", None
+            ),
         },
         "versions": _versions(),
     }
@@ -365,7 +390,8 @@ def _compute_and_publish(
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
         if index is not None:
-            result.stats["monitor"] = index.monitor(result.stats["dedup_rate"], cfg.monitor)
+            assert result.totals is not None
+            result.stats["monitor"] = index.monitor(result.totals.dedup_rate, cfg.monitor)
             index.raise_if_alarming(result.stats["monitor"])
         report = None
         if cfg.output.write_report:
@@ -387,12 +413,16 @@ def _compute_and_publish(
 
 def _commit(index: IndexSession, result: DedupResult) -> None:
     """Add the batch to the index (the run's point of no return; the output is published after it)."""
-    assert result.index_entries is not None and index.run_date
-    snap = index.commit(
-        result.index_entries,
-        id_type=dict(result.documents.dtypes)[C.ID],
-        record=run_record(index.run_date, result.stats),
+    assert result.index_entries is not None and result.totals is not None
+    t = result.totals
+    record = run_record(
+        index.run_date,
+        input_rows=t.input_rows,
+        duplicates=t.duplicates,
+        dedup_rate=t.dedup_rate,
+        matched_index=t.matched_index,
     )
+    snap = index.commit(result.index_entries, id_type=dict(result.documents.dtypes)[C.ID], record=record)
     assert index.committed is not None
     result.stats["index"].update(
         appended=snap.docs_rows,

@@ -379,15 +379,17 @@ class Lookup:
     stats: dict[str, Any]
 
 
-def run_record(run_date: str, stats: dict[str, Any]) -> RunRecord:
+def run_record(
+    run_date: str, *, input_rows: int, duplicates: int, dedup_rate: float, matched_index: int
+) -> RunRecord:
     """What the manifest records of a run (snapshot and appended are filled in at commit)."""
     return RunRecord(
         run_date=run_date,
         snapshot="",
-        input_rows=int(stats["input_rows"]),
+        input_rows=input_rows,
         appended=0,
-        duplicates=int(stats["duplicates"]),
-        dedup_rate=float(stats["dedup_rate"]),
-        matched_index=int(stats["index"]["batch_documents_matched"]),
+        duplicates=duplicates,
+        dedup_rate=dedup_rate,
+        matched_index=matched_index,
         finished=now(),
     )
