@@ -152,21 +152,9 @@ del{background:#f6c6c6;text-decoration:none}ins{background:#c6f0c6;text-decorati
 """
 
 
-def render(data: ReportData) -> str:
-    s = data.summary
-    statuses = s.get("status", {})
-    stages = s.get("stages") or {k: {"seconds": v} for k, v in s.get("timings_s", {}).items() if k != "total"}
-    bands = s.get("bands", {})
+def _plots(data: ReportData, statuses: dict[str, int], stages: dict[str, dict[str, Any]]) -> list[str]:
     size_labels, size_counts = _size_buckets(data.cluster_sizes)
     dists = sorted(data.pair_distances)
-    kpis = [
-        ("documents", s.get("input_rows", 0)),
-        ("duplicates", s.get("duplicates", 0)),
-        ("dedup rate", f"{100 * s.get('dedup_rate', 0.0):.2f} %"),
-        ("clusters", s.get("clusters", 0)),
-        ("largest cluster", s.get("largest_cluster", 0)),
-        ("pairs", s.get("pairs_accepted", 0)),
-    ]
     plots = [
         _bar("cluster sizes", size_labels, size_counts, "documents per cluster", "clusters", log=True),
         _bar(
@@ -185,6 +173,23 @@ def render(data: ReportData) -> str:
     ]
     if data.pair_similarities:
         plots.append(_hist("similarity of verified pairs", data.pair_similarities, "similarity"))
+    return plots
+
+
+def render(data: ReportData) -> str:
+    s = data.summary
+    statuses = s.get("status", {})
+    stages = s.get("stages") or {k: {"seconds": v} for k, v in s.get("timings_s", {}).items() if k != "total"}
+    bands = s.get("bands", {})
+    kpis = [
+        ("documents", s.get("input_rows", 0)),
+        ("duplicates", s.get("duplicates", 0)),
+        ("dedup rate", f"{100 * s.get('dedup_rate', 0.0):.2f} %"),
+        ("clusters", s.get("clusters", 0)),
+        ("largest cluster", s.get("largest_cluster", 0)),
+        ("pairs", s.get("pairs_accepted", 0)),
+    ]
+    plots = _plots(data, statuses, stages)
     buckets = [(b.get("band"), b.get("key"), b.get("fingerprints")) for b in s.get("largest_buckets", [])]
     parts = [
         "<!DOCTYPE html>",
