@@ -78,11 +78,14 @@ def _add_spark(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="simhash_spark",
+        prog="simhash-spark",
         description="Find near-duplicate documents in a Parquet corpus with 64-bit SimHash on Spark.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from simhash_spark import __version__
+
+    parser.add_argument("--version", action="version", version=f"simhash-spark {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_dedup(sub)
     _add_demo(sub)

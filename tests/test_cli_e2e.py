@@ -275,3 +275,11 @@ def test_an_existing_output_is_refused_before_spark_starts(tmp_path, capsys, mon
     (tmp_path / "out").mkdir()
     assert main(["dedup", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]) == 2
     assert "already exists; pass --overwrite" in capsys.readouterr().err
+
+
+def test_version_and_console_script_name(capsys):
+    from simhash_spark import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"simhash-spark {__version__}"

@@ -49,13 +49,13 @@ def run_demo(
     )
     print("summary:", json.dumps({k: summ[k] for k in keys}, ensure_ascii=False, indent=2))
     docs = spark.read.parquet(str(result_dir / "documents"))
-    _print_found(docs)
+    _print_found(docs, cfg)
     _print_examples(docs, spark.read.parquet(str(corpus)).select("id", "text"))
     print(f"\noutputs: {result_dir}/(documents|pairs|clusters|deduplicated)/ and summary.json")
     return summ
 
 
-def _print_found(docs: DataFrame) -> None:
+def _print_found(docs: DataFrame, cfg: Config) -> None:
     """How many planted variants landed in their base article's cluster, per kind of change."""
     base = docs.where(F.col("variant") == "base").select("family", F.col("cluster_id").alias("base_cluster"))
     found = (
@@ -81,9 +81,21 @@ def _print_found(docs: DataFrame) -> None:
         + ", ".join(f"{r['variant']} {r['found']}/{r['n']}" for r in found)
         + f"; clusters mixing unrelated articles: {mixed}"
     )
-    print(
-        "(format changes never move a fingerprint; word edits and added source lines move TF-IDF top-50 keywords,\n"
-        " and so bits, beyond k=3 in part of the cases: try --set match.max_distance=... with --set bands.scheme=auto)"
+    print(f"({_recipe(cfg)})")
+
+
+def _recipe(cfg: Config) -> str:
+    """What this run called a duplicate, in a sentence (the closing hint follows the configuration)."""
+    f = cfg.features
+    features = f"character {f.ngram_size}-grams" if f.mode == "char_ngram" else f"{f.mode} features"
+    k = cfg.policy.largest
+    if not cfg.verify.enabled:
+        return f"this run: {features}, every pair within {k} bits is a duplicate"
+    check = f"{cfg.verify.measure} of character {cfg.verify.ngram_size}-grams >= {cfg.verify.min_similarity}"
+    return (
+        f"this run: {features}, pairs within {k} bits kept when their {check}; a planted variant is "
+        "missed mostly when its edits took it under that similarity (it is then no near-duplicate by the "
+        f"configured measure), rarely when its fingerprint landed more than {k} bits away"
     )
 
 
