@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config
+from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config, presets
 from simhash_spark.errors import ConfigError, OutputError, SimhashSparkError, essence
 
 log = logging.getLogger("simhash_spark")
@@ -30,7 +30,8 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         metavar="TOML",
-        help=f"configuration file (default: {DEFAULT_CONFIG_PATH.name} shipped in conf/, else built-in defaults)",
+        help=f"configuration file, or a preset shipped with the package ({', '.join(presets())}; "
+        f"default: {DEFAULT_CONFIG_PATH.stem})",
     )
     p.add_argument(
         "--set",

@@ -28,7 +28,24 @@ from simhash_spark.core.tokenize import TokenizerOptions
 from simhash_spark.core.verify import MEASURES, ThresholdPolicy, VerifyOptions, parse_steps
 from simhash_spark.errors import ConfigError
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "default.toml"
+# The presets ship inside the package (the repository's conf/ points here): ``--config NAME`` names one.
+PRESETS_DIR = Path(__file__).resolve().parent / "conf"
+DEFAULT_CONFIG_PATH = PRESETS_DIR / "default.toml"
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
+
+
+def _config_source(path: str | os.PathLike[str]) -> Path:
+    """A TOML file, or the name of a preset (``original``) when no such file exists."""
+    given = Path(path)
+    if given.exists() or given.suffix == ".toml" or len(given.parts) > 1:
+        return given
+    preset = PRESETS_DIR / f"{given.name}.toml"
+    if preset.is_file():
+        return preset
+    raise ConfigError(f"config {str(path)!r}: no such file, and not a preset (presets: {', '.join(presets())})")
 
 
 @dataclass(frozen=True)
@@ -355,10 +372,10 @@ def parse_override(item: str) -> tuple[str, str, Any]:
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> Config:
-    """Load ``path`` (default: the packaged ``conf/default.toml`` if present, else built-in defaults),
+    """Load ``path`` — a TOML file or a preset's name (default: the packaged ``conf/default.toml``) —
     apply ``section.key=value`` overrides, validate."""
     data: dict[str, dict[str, Any]] = {}
-    source = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    source = _config_source(path) if path is not None else DEFAULT_CONFIG_PATH
     if path is not None or source.is_file():
         try:
             with open(source, "rb") as fh:

@@ -124,3 +124,41 @@ def test_original_recipe_config():
     cfg = load_config(DEFAULT_CONFIG_PATH.parent / "original.toml")
     assert (cfg.features.mode, cfg.features.top_k, cfg.fingerprint.hash) == ("tfidf", 50, "md5_64")
     assert (cfg.match.max_distance, cfg.bands.scheme, cfg.verify.measure) == (3, "4x16", "none")
+
+
+def test_presets_are_named_or_given_as_files(tmp_path):
+    from simhash_spark.config import PRESETS_DIR, presets
+
+    assert presets() == ["default", "original"]
+    assert load_config("original") == load_config(PRESETS_DIR / "original.toml")
+    assert load_config("original").features.mode == "tfidf"
+    with pytest.raises(ConfigError, match=r"not a preset \(presets: default, original\)"):
+        load_config("origin")
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_presets(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        check=True,
+        timeout=600,
+    )
+    (wheel,) = tmp_path.glob("simhash_spark-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"simhash_spark/conf/default.toml", "simhash_spark/conf/original.toml"} <= set(names)
