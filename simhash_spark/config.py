@@ -356,6 +356,19 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
     return cfg
 
 
+def with_overrides(cfg: Config, overrides: Mapping[str, Any]) -> Config:
+    """``cfg`` with ``{"section.key": value}`` replaced, validated as at load (errors name the key)."""
+    if not overrides:
+        return cfg
+    data: dict[str, dict[str, Any]] = {name: dict(values) for name, values in cfg.to_dict().items()}
+    for dotted, value in overrides.items():
+        section, dot, key = dotted.partition(".")
+        if not dot or section not in data:
+            raise ConfigError(f"{dotted!r}: expected section.key with a known section ({', '.join(data)})")
+        data[section][key] = value
+    return from_mapping(data)
+
+
 def parse_override(item: str) -> tuple[str, str, Any]:
     """``section.key=value`` → (section, key, value)."""
     if "\n" in item or "\r" in item:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
@@ -13,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config
+from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
 from simhash_spark.index.session import IndexSession, Lookup, run_record
@@ -110,8 +111,9 @@ def _ship_model_files(spark: SparkSession, cfg: Config) -> None:
 def dedup(
     spark: SparkSession,
     raw: DataFrame,
-    cfg: Config,
+    cfg: Config | None = None,
     *,
+    overrides: Mapping[str, Any] | None = None,
     source: str = "input",
     index: IndexSession | None = None,
     ctx: RunContext | None = None,
@@ -122,7 +124,11 @@ def dedup(
     Steps: validate → fingerprint → (index lookup) → link (candidates, verify, clusters) → assemble. Runs
     the Spark actions these need; the returned DataFrames are persisted, ready to be written or
     inspected (``unpersist`` releases them).
+
+    ``cfg`` defaults to the packaged configuration; ``overrides`` changes keys of it, e.g.
+    ``overrides={"match.max_distance": 10, "input.text_columns": ["title", "body"]}``.
     """
+    cfg = with_overrides(cfg or load_config(), overrides or {})
     ctx = ctx or RunContext()
     docs, fps, status_counts = _fingerprint(spark, raw, cfg, ctx, source=source)
     looked = None

@@ -162,3 +162,18 @@ def test_the_wheel_ships_the_presets(tmp_path):
     (wheel,) = tmp_path.glob("simhash_spark-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"simhash_spark/conf/default.toml", "simhash_spark/conf/original.toml"} <= set(names)
+
+
+def test_overrides_as_a_mapping_round_trip_and_validate():
+    from simhash_spark.config import with_overrides
+
+    for cfg in (load_config(), load_config("original")):
+        assert with_overrides(cfg, {"match.max_distance": cfg.match.max_distance}) == cfg
+    changed = with_overrides(
+        load_config(), {"match.max_distance": 10, "input.text_columns": ["title", "body"]}
+    )
+    assert changed == load_config(overrides=["match.max_distance=10", 'input.text_columns=["title","body"]'])
+    with pytest.raises(ConfigError, match=r"match\.max_distance: expected an integer"):
+        with_overrides(load_config(), {"match.max_distance": "ten"})
+    with pytest.raises(ConfigError, match=r"expected section\.key"):
+        with_overrides(load_config(), {"max_distance": 3})
