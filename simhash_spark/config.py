@@ -84,6 +84,7 @@ class BandsConfig:
 class ClusterConfig:
     representative: str = "min_id"
     max_iterations: int = 100
+    local_max_edges: int = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "bands.hot_bucket_limit": _at_least(2),
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),
+    "cluster.local_max_edges": _at_least(0),
     "spark.arrow_batch_size": _at_least(1),
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),

@@ -46,6 +46,7 @@ class LinkParams:
     bands: BandsConfig
     pairs_max_group: int  # identical groups larger than this are written as stars
     max_iterations: int  # connected components
+    local_max_edges: int  # a graph of at most this many edges is clustered on the driver
     title_rule: str | None = None  # "and", "or", or None without titles
     title_max_distance: int = 0
 
@@ -58,6 +59,7 @@ class LinkParams:
             bands=cfg.bands,
             pairs_max_group=cfg.output.pairs_max_group,
             max_iterations=cfg.cluster.max_iterations,
+            local_max_edges=cfg.cluster.local_max_edges,
             title_rule=title_rule,
             title_max_distance=cfg.title.max_distance,
         )
@@ -68,7 +70,7 @@ class LinkParams:
             ThresholdPolicy(self.title_max_distance), VerifyOptions(measure="none"), self.rule.norm
         )
         bands = dataclasses.replace(self.bands, scheme="auto")
-        return LinkParams(rule, bands, self.pairs_max_group, self.max_iterations)
+        return LinkParams(rule, bands, self.pairs_max_group, self.max_iterations, self.local_max_edges)
 
 
 @dataclass
@@ -110,8 +112,11 @@ def link(
         found.stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
     found.stats["pairs_accepted"] = found.n_pairs
     with ctx.stage("clusters"):
-        comps = connected_components(found.edges, max_iterations=params.max_iterations)
+        comps = connected_components(
+            found.edges, max_iterations=params.max_iterations, local_max_edges=params.local_max_edges
+        )
     found.stats["components_iterations"] = comps.iterations
+    found.stats["components_method"] = comps.method
     return Linked(found.pairs, comps.assignments, found.stats)
 
 

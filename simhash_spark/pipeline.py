@@ -288,12 +288,17 @@ def _stats(
         "input_rows": totals.input_rows,
         "fingerprinted": totals.fingerprinted,
         "status": status_counts,
-        **{k: v for k, v in link_stats.items() if k not in ("components_iterations", "bands")},
+        **{
+            k: v
+            for k, v in link_stats.items()
+            if k not in ("components_iterations", "components_method", "bands")
+        },
         "clusters": totals.clusters,
         "largest_cluster": totals.largest_cluster,
         "duplicates": totals.duplicates,
         "dedup_rate": totals.dedup_rate,
         "components_iterations": link_stats["components_iterations"],
+        "components_method": link_stats["components_method"],
         "bands": link_stats["bands"],
     }
     if looked is not None:

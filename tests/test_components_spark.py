@@ -4,6 +4,8 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
@@ -90,3 +92,34 @@ def test_100k_chain_and_200k_star_stay_bounded(spark):
     assert row2["n"] == 200_001 and row2["c"] == 0
     assert res2.iterations <= 3
     print(f"iterations: chain {res.iterations}, star {res2.iterations}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=120), st.booleans())
+def test_local_labels_equal_union_find(edges, as_strings):
+    import numpy as np
+
+    from simhash_spark.core.components import component_labels
+
+    if as_strings:
+        edges = [(f"d{a:03d}", f"d{b:03d}") for a, b in edges]
+    src = np.array([a for a, _ in edges] or [0])[: len(edges)]
+    dst = np.array([b for _, b in edges] or [0])[: len(edges)]
+    nodes, labels = component_labels(src, dst)
+    assert dict(zip(nodes.tolist(), labels.tolist(), strict=True)) == union_find(edges)
+
+
+def test_the_driver_path_gives_the_distributed_labels(spark):
+    rng = random.Random(9)
+    nodes = [f"doc-{i:05d}" for i in range(2000)]
+    chain = nodes[:500]
+    rng.shuffle(chain)
+    edges = list(itertools.pairwise(chain)) + [(rng.choice(nodes), rng.choice(nodes)) for _ in range(900)]
+    edges = [(a, b) for a, b in edges if a != b]
+    df = spark.createDataFrame(edges, [C.SRC, C.DST])
+    local = connected_components(df, local_max_edges=10**6)
+    distributed = connected_components(df, max_iterations=60, local_max_edges=0)
+    assert (local.method, local.iterations, distributed.method) == ("local", 0, "distributed")
+    got = {r[C.NODE]: r[C.COMPONENT] for r in local.assignments.collect()}
+    assert got == {r[C.NODE]: r[C.COMPONENT] for r in distributed.assignments.collect()} == union_find(edges)
+    assert local.assignments.schema == distributed.assignments.schema

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
+from simhash_spark.core.components import component_labels
 
 
 @dataclass(frozen=True)
 class Components:
     assignments: DataFrame  # node, component (the component's smallest node); only nodes with an edge
-    iterations: int
+    iterations: int  # distributed rounds (0 when solved on the driver)
+    method: str  # "local" (collected, numpy) or "distributed"
 
 
 class ComponentsDidNotConverge(RuntimeError):
@@ -73,15 +76,22 @@ def _is_star_forest(e: DataFrame) -> bool:
     return e.groupBy("u").count().where(F.col("count") > 1).isEmpty()
 
 
-def connected_components(edges: DataFrame, *, max_iterations: int = 100) -> Components:
+def connected_components(
+    edges: DataFrame, *, max_iterations: int = 100, local_max_edges: int = 0
+) -> Components:
     """Connected components of an undirected graph.
 
     In: ``src``, ``dst`` (any orderable type, both non-null). Out (``assignments``): ``node``,
-    ``component`` = the smallest node of its component, one row per node that has an edge.
+    ``component`` = the smallest node of its component, one row per node that has an edge. A graph of at
+    most ``local_max_edges`` distinct edges is collected and solved on the driver
+    (``core.components``); a larger one by the distributed rounds.
     """
     e = _oriented(edges).localCheckpoint(eager=True)
-    if e.isEmpty():
-        return Components(e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT)), 0)
+    n_edges = e.count()
+    if n_edges == 0:
+        return Components(e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT)), 0, "local")
+    if n_edges <= local_max_edges:
+        return Components(_local(e), 0, "local")
     for i in range(1, max_iterations + 1):
         nxt = _small_star(_large_star(e)).localCheckpoint(eager=True)
         e = nxt
@@ -89,7 +99,16 @@ def connected_components(edges: DataFrame, *, max_iterations: int = 100) -> Comp
             assignments = e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT)).unionByName(
                 e.select(F.col("v").alias(C.NODE), F.col("v").alias(C.COMPONENT)).distinct()
             )
-            return Components(assignments, i)
+            return Components(assignments, i, "distributed")
     raise ComponentsDidNotConverge(
         f"connected components did not converge in {max_iterations} rounds (cluster.max_iterations)"
     )
+
+
+def _local(e: DataFrame) -> DataFrame:
+    """The oriented edges collected, labelled on the driver, and handed back as a DataFrame."""
+    node_type = e.schema["u"].dataType.simpleString()
+    pdf: pd.DataFrame = e.toPandas()
+    nodes, labels = component_labels(pdf["u"].to_numpy(), pdf["v"].to_numpy())
+    out = pd.DataFrame({C.NODE: nodes, C.COMPONENT: labels})
+    return e.sparkSession.createDataFrame(out, schema=f"{C.NODE} {node_type}, {C.COMPONENT} {node_type}")
