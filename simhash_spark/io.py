@@ -182,14 +182,14 @@ def check_locations(
             inputs.append((f"--input-table {input_table} (at {location})", location))
     written = [(f"--output {output}", output)] + ([(f"--index {index}", index)] if index else [])
     resolved = [(what, _location(spark, p)) for what, p in inputs + written]
+    n_inputs = len(inputs)
     for i, (what_a, a) in enumerate(resolved):
-        for what_b, b in resolved[i + 1 :]:
-            if i >= len(inputs) or what_b.startswith(("--output", "--index")):
-                if a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/"):
-                    raise ConfigError(
-                        f"{what_b} and {what_a} overlap ({b} vs {a}): the job would delete or rewrite what it "
-                        "reads or keeps. Use separate locations"
-                    )
+        for what_b, b in resolved[max(i + 1, n_inputs) :]:  # never two inputs with each other
+            if a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/"):
+                raise ConfigError(
+                    f"{what_b} and {what_a} overlap ({b} vs {a}): the job would delete or rewrite what it "
+                    "reads or keeps. Use separate locations"
+                )
 
 
 def write_parquet(df: DataFrame, path: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +105,8 @@ def recover(fs: FileSystem, output: str) -> list[str]:
     parent, name = _split(output)
     folder = parent or "."
     lease_prefix = f".{name}.writer-"
-    now_live = {
-        n[len(lease_prefix) : -len(".json")]
-        for n, _info, live in read_leases(fs, folder, lease_prefix, _now())
-        if live
-    }
+    leases = read_leases(fs, folder, lease_prefix, time.time())
+    now_live = {n[len(lease_prefix) : -len(".json")] for n, _info, live in leases if live}
     journal = re.compile(rf"^\.{re.escape(name)}\.publish-{_RUN}\.json$")
     staging = re.compile(rf"^\.{re.escape(name)}\.staging-{_RUN}$")
     actions = []
@@ -124,18 +122,12 @@ def recover(fs: FileSystem, output: str) -> list[str]:
         if m and m.group(1) not in now_live and m.group(1) not in journaled and fs.exists(join(folder, n)):
             fs.delete(join(folder, n))
             actions.append(f"removed the staging folder {n} of a run that stopped before completing")
-    for n, _info, live in read_leases(fs, folder, lease_prefix, _now()):
+    for n, _info, live in leases:
         if not live:
             fs.delete(join(folder, n))
     for a in actions:
         log.warning("output %s: %s", output, a)
     return actions
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
 
 
 @dataclass

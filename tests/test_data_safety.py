@@ -8,6 +8,7 @@ import pytest
 from simhash_spark.cli import main
 from simhash_spark.config import load_config
 from simhash_spark.core.fingerprint import Fingerprinter
+from simhash_spark.errors import OutputError
 from simhash_spark.io import output_tables, quote_identifier
 
 TEXT = "新华社北京电 国务院总理今天主持召开常务会议，部署进一步做好稳就业工作，会议指出就业是最大的民生。" * 3
@@ -114,7 +115,7 @@ def test_partition_folders_and_differing_schemas_are_read_whole(spark, tmp_path,
 def test_table_prefixes_are_validated_and_quoted():
     cfg = load_config()
     for bad in ("victim --", "a;DROP TABLE b;", "db.`x`", "1abc_", "a.b.c.d_"):
-        with pytest.raises(Exception, match="is not a table name this job writes"):
+        with pytest.raises(OutputError, match="is not a table name this job writes"):
             output_tables(cfg, bad)
     assert output_tables(cfg, "dedup.news_")["documents"] == "dedup.news_documents"
     assert quote_identifier("db.news_documents") == "`db`.`news_documents`"
