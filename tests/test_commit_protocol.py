@@ -171,6 +171,7 @@ def test_the_earlier_live_lease_wins_and_a_dead_writer_is_not_live(tmp_path):
     (tmp_path / "ghost.json").write_text(json.dumps(ghost.__dict__))
     live = {n: is_live for n, _i, is_live in read_leases(fs, str(tmp_path), "", time.time())}
     assert live == {f"{first.writer}.json": True, "ghost.json": False}
+    assert first.remove_stale() == ["ghost"] and not (tmp_path / "ghost.json").exists()
     first.release()
     assert not (tmp_path / f"{first.writer}.json").exists()
 

@@ -83,6 +83,7 @@ def assert_like_the_clean_run(spark, world, index: Path, out: Path) -> None:
     assert sorted(p.name for p in (index / "snapshots").iterdir()) == sorted(
         s["id"] for s in got["snapshots"]
     )
+    assert list((index / "_leases").glob("*.json")) == []  # none left behind, not even a killed writer's
     for name in OUTPUTS:
         assertDataFrameEqual(
             spark.read.parquet(str(out / name)), spark.read.parquet(str(world["tmp"] / "clean_out" / name))

@@ -137,6 +137,7 @@ def _compact(
     new = _compacted(manifest, merged, merge, keep)
     store.commit(new)
     removed = store.remove_unlisted(new, manifest, lease)
+    lease.remove_stale()
     log.info(
         "index %s: merged %d snapshots into %s, removed %d folders",
         store.root,

@@ -361,6 +361,7 @@ class IndexSession:
                 removed = self.store.remove_unlisted(self.committed, replaced, self.lease)
                 if removed:
                     log.info("index %s: removed %d unlisted snapshot folder(s)", self.path, len(removed))
+                self.lease.remove_stale()  # leases of writers killed before they could release them
         except Exception as e:
             log.warning("index %s: could not remove replaced snapshot folders: %s", self.path, essence(e))
         finally:
