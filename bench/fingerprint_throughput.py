@@ -1,20 +1,17 @@
-"""Fingerprint-stage throughput on the same documents, in one run:
-
-- a plain single-process loop of ``jieba.analyse.extract_tags(topK=50, withWeight=True)``;
-- our core (normalize + keywords + SimHash) in one process, for each tokenizer backend;
-- the Spark stage (``add_fingerprints``, Arrow pandas UDF) in local[N], for each backend.
+"""Fingerprint-stage throughput on the same documents, in one run: the core fingerprinter in a plain
+single-process loop, and the Spark stage (``add_fingerprints``, Arrow pandas UDF) in local[N], per core.
 
     .venv/bin/python bench/fingerprint_throughput.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 20000]
+    .venv/bin/python bench/fingerprint_throughput.py --set tokenizer.backend=jieba --set features.mode=keywords
 
-Prints one JSON object. All measurements run one after the other in one process, so their ratios are
-comparable even on a shared machine whose absolute speed drifts.
+Prints one JSON object (documents and characters per second). Both measurements run one after the other
+in one process, so their ratio is comparable even on a shared machine whose absolute speed drifts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -23,18 +20,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
-
-
-def plain_jieba(texts: list[str]) -> float:
-    import jieba
-    import jieba.analyse
-
-    jieba.setLogLevel(logging.WARNING)
-    jieba.initialize()
-    start = time.perf_counter()
-    for t in texts:
-        jieba.analyse.extract_tags(t, topK=50, withWeight=True)
-    return time.perf_counter() - start
 
 
 def core_single_process(texts: list[str], overrides: list[str]) -> float:
@@ -86,7 +71,6 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     ap.add_argument("--limit", type=int, default=20000)
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--backends", default="jieba,fast")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     args = ap.parse_args()
     if not Path(args.corpus).exists():
@@ -94,30 +78,20 @@ def main() -> None:
     texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t][
         : args.limit
     ]
-    n = len(texts)
-    plain = n / plain_jieba(texts)
-    result: dict[str, object] = {
+    n, chars = len(texts), sum(map(len, texts))
+    core_s = core_single_process(texts, args.overrides)
+    spark_core_s = spark_udf(texts, args.cores, args.overrides) * args.cores  # core-seconds
+    result = {
         "corpus": Path(args.corpus).name,
         "docs": n,
-        "mean_chars": round(sum(map(len, texts)) / n),
+        "mean_chars": round(chars / n),
         "overrides": args.overrides,
-        "plain_jieba_extract_tags_docs_per_s": round(plain, 1),
+        "core_loop_docs_per_s": round(n / core_s, 1),
+        "core_loop_mchars_per_s": round(chars / core_s / 1e6, 2),
+        f"spark_local{args.cores}_docs_per_s_per_core": round(n / spark_core_s, 1),
+        f"spark_local{args.cores}_mchars_per_s_per_core": round(chars / spark_core_s / 1e6, 2),
+        "ratio_spark_per_core_vs_core_loop": round(core_s / spark_core_s, 3),
     }
-    backends = args.backends.split(",")
-    for b in backends:
-        core = n / core_single_process(texts, [*args.overrides, f"tokenizer.backend={b}"])
-        result[f"{b}:core_single_process_docs_per_s"] = round(core, 1)
-        result[f"{b}:ratio_core_vs_plain"] = round(core / plain, 3)
-    for b in backends:
-        per_core = n / spark_udf(texts, args.cores, [*args.overrides, f"tokenizer.backend={b}"]) / args.cores
-        result[f"{b}:spark_local{args.cores}_docs_per_s_per_core"] = round(per_core, 1)
-        result[f"{b}:ratio_spark_per_core_vs_plain"] = round(per_core / plain, 3)
-    if "jieba" in backends and "fast" in backends:
-        result["speedup_fast_vs_jieba_spark"] = round(
-            float(result[f"fast:spark_local{args.cores}_docs_per_s_per_core"])  # type: ignore[arg-type]
-            / float(result[f"jieba:spark_local{args.cores}_docs_per_s_per_core"]),  # type: ignore[arg-type]
-            2,
-        )
     print(json.dumps(result, indent=2))
 
 

@@ -31,8 +31,9 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
     if np.all(weights == weights[0]) and weights[0] > 0:
         # Equal weights (shingle features): a bit is set when more than half the features set it.
-        # Integer counting gives the same bits as the float vote at a fraction of the memory traffic.
-        ones = np.add.reduceat(bits, starts, axis=0, dtype=np.int32)
+        # Integer counting gives the same bits as the float vote at a fraction of the memory traffic,
+        # and a contiguous column sum per document is several times faster than reduceat along axis 0.
+        ones = _bit_counts(bits, starts, starts + counts[nonempty])
         set_bits = 2 * ones > counts[nonempty, None]
     else:
         w = weights.astype(np.float64)[:, None]
@@ -41,6 +42,14 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     packed = np.packbits(set_bits, axis=1, bitorder="little")
     out[nonempty] = packed.view("<u8").reshape(-1)
     return out
+
+
+def _bit_counts(bits: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per document (rows ``starts[i]:ends[i]`` of the unpacked bits), how many features set each bit."""
+    sums = [
+        bits[s:e].sum(axis=0, dtype=np.int32) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    return np.array(sums, dtype=np.int32).reshape(-1, BITS)
 
 
 def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:
