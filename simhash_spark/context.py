@@ -35,6 +35,11 @@ class RunContext:
             return dict(self.progress.finished)
         return {name: {"seconds": secs} for name, secs in self.timings.items()}
 
+    @property
+    def spark_jobs(self) -> int | None:
+        """Spark jobs this run has started so far (``None`` when not counted)."""
+        return self.progress.jobs_started() if self.progress is not None else None
+
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the stage ``name`` (summary.json's ``timings_s``) and label its failures."""

@@ -322,6 +322,7 @@ def summary(result: DedupResult, cfg: Config, *, source: str, spark: SparkSessio
         **result.stats,
         "timings_s": result.timings,
         "stages": result.ctx.stages,
+        "spark_jobs": result.ctx.spark_jobs,
         "config": cfg.to_dict(),
         "spark": {
             "version": spark.version,

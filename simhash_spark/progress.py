@@ -30,6 +30,7 @@ class SparkCounts:
     tasks_done: int = 0
     tasks_total: int = 0
     rows: int = 0
+    jobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,25 @@ class SparkProbe:
             else:
                 self._sc.setJobGroup(GROUP_PREFIX + stage, stage, False)
 
+    def jobs_so_far(self) -> int:
+        """How many Spark jobs this session has started (0 without a JVM). The scheduler's job counter is
+        exact at once; the status store (the fallback) learns of jobs asynchronously."""
+        if self._sc is None:
+            return 0
+        try:
+            counter = self._sc._jsc.sc().dagScheduler().nextJobId()
+            return int(counter if isinstance(counter, int) else counter.get())
+        except Exception:  # an internal API: fall back to the public status store
+            jobs = self._store.jobsList(None)  # newest first
+            return 0 if jobs.isEmpty() else int(jobs.head().jobId()) + 1
+
     def counts(self, stage: str) -> SparkCounts:
         if self._sc is None:
             return SparkCounts()
+        job_ids = self._tracker.getJobIdsForGroup(GROUP_PREFIX + stage)
         stage_ids = {
             sid
-            for job in self._tracker.getJobIdsForGroup(GROUP_PREFIX + stage)
+            for job in job_ids
             if (info := self._tracker.getJobInfo(job)) is not None
             for sid in info.stageIds
         }
@@ -114,7 +128,7 @@ class SparkProbe:
             done += int(data.numCompleteTasks())
             total += int(data.numTasks())
             rows += int(data.inputRecords()) + int(data.shuffleReadRecords())
-        return SparkCounts(done, total, rows)
+        return SparkCounts(done, total, rows, len(job_ids))
 
 
 class Progress:
@@ -139,6 +153,7 @@ class Progress:
         self.log_every = log_every
         self.clock = clock
         self.finished: dict[str, dict[str, float | int]] = {}
+        self._jobs_before = probe.jobs_so_far()
         self._stage: str | None = None
         self._started = 0.0
         self._last_log = 0.0
@@ -167,9 +182,15 @@ class Progress:
             self.clear_line()
         self.probe.tag(None)
         counts = self.probe.counts(stage)
-        record = {"seconds": seconds, "tasks": counts.tasks_done, "rows": counts.rows}
+        record = {"seconds": seconds, "tasks": counts.tasks_done, "rows": counts.rows, "jobs": counts.jobs}
         self.finished[stage] = record
         return record
+
+    def jobs_started(self) -> int | None:
+        """Spark jobs started since this run began, inside its stages or not (``None`` without a JVM)."""
+        if not self.probe.available:
+            return None
+        return self.probe.jobs_so_far() - self._jobs_before
 
     def clear_line(self) -> None:
         """Erase the progress line on a terminal (before a log line, at a stage's end)."""

@@ -606,6 +606,7 @@ def stable_summary(folder: Path) -> dict:
     s = json.loads((folder / "summary.json").read_text())
     s.pop("timings_s")  # wall times
     s.pop("stages")
+    s.pop("spark_jobs")  # adaptive execution may start a different number of jobs
     for key in VOLATILE["index"]:
         s["index"].pop(key)
     return s

@@ -26,6 +26,9 @@ class FakeProbe:
     def counts(self, stage):
         return self.counts_by_stage.get(stage, SparkCounts())
 
+    def jobs_so_far(self):
+        return 0
+
 
 class FakeClock:
     def __init__(self):
@@ -60,7 +63,7 @@ def test_a_terminal_gets_one_line_rewritten_in_place():
     assert text.count("\r") == 4 and "\n" not in text  # three redraws, one erase
     assert "fingerprint: tasks 3/4, rows 300, 100 rows/s, elapsed 0:03, left ~0:01\x1b[K" in text
     assert text.endswith("\r\x1b[K")
-    assert record == {"seconds": 3.0, "tasks": 3, "rows": 300} == progress.finished["fingerprint"]
+    assert record == {"seconds": 3.0, "tasks": 3, "rows": 300, "jobs": 0} == progress.finished["fingerprint"]
     assert probe.tags == ["fingerprint", None]
     progress.close()
 
@@ -90,9 +93,12 @@ def test_stdout_stays_one_json_line_and_summary_has_the_stages(spark, tmp_path, 
     )
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 1 and json.loads(printed[0])["input_rows"] > 60
-    stages = json.loads((out / "summary.json").read_text())["stages"]
+    summary = json.loads((out / "summary.json").read_text())
+    stages = summary["stages"]
     assert list(stages)[:3] == ["validate", "fingerprint", "candidates"]
     assert stages["fingerprint"]["tasks"] > 0 and stages["fingerprint"]["rows"] >= 60
+    assert stages["fingerprint"]["jobs"] >= 1
+    assert summary["spark_jobs"] >= sum(v["jobs"] for v in stages.values()) > 0
     assert all(v["seconds"] > 0 for v in stages.values())
 
 
