@@ -32,6 +32,11 @@ def _defaults(cfg: Config, local: bool) -> dict[str, str]:
         "spark.app.name": cfg.spark.app_name,
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(cfg.spark.arrow_batch_size),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # The job persists shuffled frames it reads several times. Spark's default (false) keeps adaptive
+        # execution from coalescing the partitions of a persisted plan, so with the default 200 shuffle
+        # partitions every stage downstream ran 200 mostly empty tasks and every output came out as up
+        # to 200 files. true lets adaptive execution size them from the data, whoever launched the job.
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     }
     if local:
         # Local development: no progress bars over the job's own progress line, and shuffle partitions

@@ -24,6 +24,7 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
         .config("spark.driver.memory", "3g")
+        .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")  # as build_session
         # one session serves hundreds of runs: keep the history the driver retains for its (disabled)
         # UI small, or its plans and metrics fill the heap late in the suite
         .config("spark.sql.ui.retainedExecutions", "20")

@@ -263,6 +263,10 @@ def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_p
     spark_info = json.loads((out / "summary.json").read_text())["spark"]
     assert spark_info["app_name"] == "simhash_dedup_20261129"
     assert spark_info["arrow_max_records_per_batch"] == "5000"
+    # Spark's default 200 shuffle partitions (spark-submit sets none here): outputs are sized from the
+    # data (at most one file per fingerprinting partition, 2 per core), not one file per shuffle partition
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assert len(list((out / name).glob("*.parquet"))) <= 4, name
 
 
 def test_an_existing_output_is_refused_before_spark_starts(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,158 @@
+"""The whole default job against its peers, each a separate process from the same Parquet file to its pairs
+on disk, measured side by side in one run:
+
+- ``job``: ``python -m simhash_spark dedup`` with the default configuration (local[*], every output and
+  the report, as a user runs it);
+- ``datasketch``: MinHashLSH (threshold 0.8, 128 permutations, character 5-grams of the normalized text)
+  in one Python process, its candidate pairs written as Parquet;
+- ``mllib``: Spark MLlib ``MinHashLSH`` (5 tables, ``approxSimilarityJoin`` at Jaccard distance 0.2)
+  in local[*] over the same 5-gram sets (4 GB driver heap: it fails at the default 1 GB), its pairs
+  written as Parquet;
+- ``job_20``: the job on the first 20 documents (what a first try on a sample costs).
+
+    .venv/bin/python bench/peers.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
+        [--peers job,datasketch,mllib,job_20]
+
+Needs the ``bench`` extra (datasketch). Prints one JSON object: seconds per peer (median over
+``--repeat`` rounds, peers interleaved within a round), pairs found, and each peer's time over the job's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
+THRESHOLD = 0.8
+
+
+def shingle_sets(texts: list[str | None]) -> list[set[str]]:
+    from simhash_spark.core.normalize import NormalizeOptions, normalize
+    from simhash_spark.core.shingles import char_shingles
+
+    opts = NormalizeOptions()
+    return [char_shingles(normalize(t or "", opts).text, 5) for t in texts]
+
+
+def run_datasketch(corpus: str, out: str) -> int:
+    from datasketch import MinHash, MinHashLSH
+
+    table = pq.read_table(corpus, columns=["id", "text"])
+    ids = table.column("id").to_pylist()
+    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=128)
+    hashes = []
+    for i, s in enumerate(shingle_sets(table.column("text").to_pylist())):
+        m = MinHash(num_perm=128)
+        m.update_batch([g.encode("utf-8") for g in s])
+        hashes.append(m)
+        lsh.insert(i, m)
+    pairs = sorted({(min(i, j), max(i, j)) for i, m in enumerate(hashes) for j in lsh.query(m) if j != i})
+    a, b = [ids[i] for i, _ in pairs], [ids[j] for _, j in pairs]
+    pq.write_table(pa.table({"id_a": a, "id_b": b}), out)
+    return len(pairs)
+
+
+def run_mllib(corpus: str, out: str) -> int:
+    from pyspark.ml.feature import HashingTF, MinHashLSH
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    # 4g: at Spark's default 1g driver heap MLlib runs out of memory on ~10k news stories
+    spark = SparkSession.builder.master("local[*]").config("spark.driver.memory", "4g").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+
+    shingles = pandas_udf(_sorted_shingles, "array<string>")  # type: ignore[call-overload]
+    docs = spark.read.parquet(corpus).select("id", shingles("text").alias("sh")).where(F.size("sh") > 0)
+    vec = HashingTF(inputCol="sh", outputCol="vec", numFeatures=1 << 22, binary=True).transform(docs)
+    model = MinHashLSH(inputCol="vec", outputCol="hashes", numHashTables=5, seed=7).fit(vec)
+    joined = model.approxSimilarityJoin(vec, vec, 1 - THRESHOLD, distCol="jd")
+    pairs = joined.select(F.col("datasetA.id").alias("id_a"), F.col("datasetB.id").alias("id_b")).where(
+        F.col("id_a") < F.col("id_b")
+    )
+    pairs.write.mode("overwrite").parquet(out)
+    n = spark.read.parquet(out).count()
+    spark.stop()
+    return n
+
+
+def _sorted_shingles(texts: pd.Series) -> pd.Series:
+    return pd.Series([sorted(s) for s in shingle_sets(texts.tolist())])
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str], Path]:
+    py, me = sys.executable, str(Path(__file__).resolve())
+    out = work / peer
+    if peer in ("job", "job_20"):
+        src = corpus if peer == "job" else small
+        cmd = [py, "-m", "simhash_spark", "dedup", "--input", src, "--output", str(out), "--quiet"]
+        return cmd, out / "pairs"
+    return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
+
+
+def count_pairs(path: Path) -> int:
+    return pq.read_table(str(path)).num_rows if path.exists() else -1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
+    ap.add_argument("--limit", type=int, default=0, help="first N documents only (0 = all)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--peers", default="job,datasketch,mllib,job_20")
+    ap.add_argument("--run", default="", help=argparse.SUPPRESS)  # one peer, in this process
+    ap.add_argument("--out", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.run:
+        print({"datasketch": run_datasketch, "mllib": run_mllib}[args.run](args.corpus, args.out))
+        return
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix="simhash-peers-"))
+    table = pq.read_table(args.corpus, columns=["id", "text"])
+    if args.limit:
+        table = table.slice(0, args.limit)
+    corpus, small = str(work / "corpus.parquet"), str(work / "small.parquet")
+    pq.write_table(table, corpus)
+    pq.write_table(table.slice(0, 20), small)
+    peers = args.peers.split(",")
+    seconds: dict[str, list[float]] = {p: [] for p in peers}
+    found: dict[str, int] = {}
+    for _ in range(args.repeat):
+        for peer in peers:
+            cmd, pairs_path = commands(peer, corpus, small, work / f"r{len(seconds[peer])}")
+            seconds[peer].append(timed(cmd))
+            found[peer] = count_pairs(pairs_path)
+    med = {p: statistics.median(s) for p, s in seconds.items()}
+    result = {
+        "corpus": Path(args.corpus).name,
+        "documents": table.num_rows,
+        "mean_chars": round(sum(len(t or "") for t in table.column("text").to_pylist()) / table.num_rows),
+        "cores": os.cpu_count(),
+        "seconds": {p: round(s, 1) for p, s in med.items()},
+        "rounds": {p: [round(x, 1) for x in s] for p, s in seconds.items()},
+        "pairs": found,
+    }
+    if "job" in med:
+        result["peer_over_job"] = {p: round(s / med["job"], 2) for p, s in med.items() if p != "job"}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
