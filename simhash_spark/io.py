@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -33,11 +33,15 @@ def read_input(spark: SparkSession, *, path: str | None = None, table: str | Non
         if table:
             return spark.read.table(table)
         assert path is not None
-        df = spark.read.option("mergeSchema", "true").parquet(path)
+        files = _listing(spark, path)
+        # Merging schemas reads every file's footer in a Spark job of its own: only when there are several
+        merge = files is None or sum(1 for f in files if not _hidden(f)) > 1
+        df = spark.read.option("mergeSchema", str(merge).lower()).parquet(path)
     except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
         what = f"table {table!r}" if table else f"input {path!r}"
         raise InputError(f"cannot read {what}: {essence(e)}") from None
-    _refuse_skipped_files(spark, path, df)
+    if files is not None:
+        _refuse_skipped_files(spark, path, df, files)
     return df
 
 
@@ -48,17 +52,25 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
-def _refuse_skipped_files(spark: SparkSession, path: str, df: DataFrame) -> None:
+def _listing(spark: SparkSession, path: str) -> list[str] | None:
+    """The files below a folder ``path`` (relative), ``[]`` for a file, ``None`` for a glob or a missing
+    path (Spark reports that)."""
+    if _GLOB.search(path):
+        return None
+    fs = FileSystem(spark, path)
+    if not fs.exists(path):
+        return None
+    return fs.list_files(path) if fs.is_dir(path) else []
+
+
+def _refuse_skipped_files(spark: SparkSession, path: str, df: DataFrame, files: list[str]) -> None:
     """Spark reads a folder's files and its ``name=value`` partition folders only: a Parquet file in any
     other subfolder is silently left out. Name them instead."""
-    if _GLOB.search(path):
-        return  # a pattern names exactly what the user wants
-    fs = FileSystem(spark, path)
-    if not fs.is_dir(path):
+    if not files:
         return
-    root = fs.qualified(path).rstrip("/")
+    root = FileSystem(spark, path).qualified(path).rstrip("/")
     read = {_comparable(f) for f in df.inputFiles()}
-    skipped = [r for r in fs.list_files(path) if not _hidden(r) and _comparable(f"{root}/{r}") not in read]
+    skipped = [r for r in files if not _hidden(r) and _comparable(f"{root}/{r}") not in read]
     if skipped:
         raise InputError(
             f"input {path!r}: {len(skipped)} file(s) under it would not be read, e.g. "
@@ -78,8 +90,8 @@ def _show(values: Iterable[Any]) -> str:
     return ", ".join(repr(v) for v in values)
 
 
-def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
-    """Schema checks, then null and duplicate ids (two aggregations over the input)."""
+def validate_schema(raw: DataFrame, cfg: Config, *, source: str) -> None:
+    """The configured columns exist with usable types (no Spark job)."""
     fields = {f.name: f.dataType for f in raw.schema.fields}
     ic = cfg.input
     available = ", ".join(fields) or "(none)"
@@ -101,14 +113,22 @@ def validate_input(raw: DataFrame, cfg: Config, *, source: str) -> None:
                 f"{source}: text column {col!r} has type {fields[col].simpleString()}; expected string"
             )
 
-    id_col = F.col(ic.id_column)
-    # One pass in the common case; the queries that show offending values run only on failure.
-    totals = raw.agg(
+
+def id_totals(id_col: Column) -> list[Column]:
+    """Aggregates ``validate_ids`` needs (rows, non-null and distinct ids): the caller folds them into an
+    aggregation it runs anyway, so checking the ids costs no pass of its own."""
+    return [
         F.count(F.lit(1)).alias("rows"),
         F.count(id_col).alias("non_null"),
         F.count_distinct(id_col).alias("distinct"),
-    ).first()
-    assert totals is not None
+    ]
+
+
+def validate_ids(totals: Row, raw: DataFrame, cfg: Config, *, source: str) -> None:
+    """No rows (unless allowed), null ids or duplicate ids are errors; the queries that show offending
+    values run only on failure."""
+    ic = cfg.input
+    id_col = F.col(ic.id_column)
     if totals["rows"] == 0 and not ic.allow_empty:
         raise InputError(f"{source}: the input has no rows (set input.allow_empty=true to accept that)")
     if totals["non_null"] < totals["rows"]:

@@ -96,9 +96,10 @@ def link(
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
 ) -> Linked:
-    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``) of the fingerprinted documents; when the rule
-    checks texts, their ``texts`` (``id``, ``text``); with a title rule, the title fingerprints ``titles``
-    (``id``, ``title_fingerprint``, non-null). Stages "candidates", "verify", "titles" and "clusters".
+    """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
+    which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
+    ``texts`` (``id``, ``text``); with a title rule, the title fingerprints ``titles`` (``id``,
+    ``title_fingerprint``, non-null). Stages "candidates", "verify", "titles" and "clusters".
 
     Title rule "and": a pair of documents that both have a title fingerprint must also have titles within
     ``title_max_distance`` bits. "or": documents whose titles are that close are duplicates too (found by
@@ -187,8 +188,11 @@ class _Design:
 def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunContext) -> _Identical:
     """Identical groups of ``keyed`` (``id``, ``fingerprint``), split by text when ``texts`` is given:
     only (id, hash of the text) reaches the grouping."""
-    keyed = keyed.select(C.ID, C.FINGERPRINT)
-    if texts is not None:
+    if texts is None:
+        keyed = keyed.select(C.ID, C.FINGERPRINT)
+    elif C.TEXT_HASH in keyed.columns:  # hashed where the texts were read
+        keyed = keyed.select(C.ID, C.FINGERPRINT, C.TEXT_HASH)
+    else:
         keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
     groups = ctx.persist(fingerprint_groups(keyed))
     members = ctx.persist(group_members(keyed, groups))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
@@ -22,11 +22,13 @@ from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
     check_locations,
     check_tables,
+    id_totals,
     output_tables,
     prepare_docs,
     read_input,
     register_tables,
-    validate_input,
+    validate_ids,
+    validate_schema,
     write_parquet,
 )
 from simhash_spark.linking import Linked, LinkParams, link
@@ -175,23 +177,33 @@ def _fingerprint(
 ) -> tuple[DataFrame, DataFrame, dict[str, int]]:
     """(the working frame ``docs``, its fingerprints ``fps`` (persisted, computed), rows per status)."""
     with ctx.stage("validate"):
-        validate_input(raw, cfg, source=source)
+        validate_schema(raw, cfg, source=source)
         docs = _spread(spark, prepare_docs(raw, cfg), cfg)
     with ctx.stage("fingerprint"):
         _ship_model_files(spark, cfg)
-        extra = tuple(c for c in docs.columns if c not in (C.ID, C.TEXT))
-        fps = add_fingerprints(docs, model=cfg.model, extra=extra)
+        # the text check groups identical fingerprints by text too: hashing the text here, in the pass that
+        # reads it anyway, spares the linking a second read (and shuffle) of every text
+        docs_hashed = docs.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
+        extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
+        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = ctx.persist(fps)
-        status_counts = _status_counts(fps)
-    return docs, fps, status_counts
+        # the ids are checked in the same aggregation as the statuses are counted: one pass, no input re-read
+        totals = fps.agg(*id_totals(F.col(C.ID)), *_status_sums()).first()
+        assert totals is not None
+        validate_ids(totals, raw, cfg, source=source)
+    return docs, fps, {s: int(totals[s]) for s in STATUSES}
+
+
+def _status_sums() -> list[Column]:
+    return [F.coalesce(F.sum((F.col(C.STATUS) == s).cast("long")), F.lit(0)).alias(s) for s in STATUSES]
 
 
 def _status_counts(fps: DataFrame) -> dict[str, int]:
-    counts = {s: 0 for s in STATUSES}
-    counts.update({r[C.STATUS]: int(r["count"]) for r in fps.groupBy(C.STATUS).count().collect()})
-    return counts
+    row = fps.agg(*_status_sums()).first()
+    assert row is not None
+    return {s: int(row[s]) for s in STATUSES}
 
 
 def _link_inputs(
@@ -199,7 +211,7 @@ def _link_inputs(
 ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
     """(keyed, texts, titles) of what is linked: the fingerprinted documents, and the index entries the
     batch touches."""
-    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS)
+    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
     texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
     titles = (
         fps.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
@@ -209,7 +221,9 @@ def _link_inputs(
     if looked is None:
         return keyed, texts, titles
     touched = looked.touched
-    keyed = keyed.unionByName(touched.select(C.ID, C.FINGERPRINT, C.N_CHARS))
+    keyed = keyed.unionByName(
+        touched.select(C.ID, C.FINGERPRINT, C.N_CHARS, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
+    )
     texts = texts.unionByName(touched.select(C.ID, C.TEXT))
     if titles is not None:
         titled = touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull())
