@@ -9,51 +9,99 @@ Retries and manual reruns are safe: ``--run-date`` makes a rerun replace that da
 the day's dedup rate beyond the ``[monitor]`` band fails the task (exit code 3) before anything is
 published, so the day is alerted on instead of published.
 
-Settings (environment of the scheduler and workers, or Airflow Variables of the same names):
-SIMHASH_INPUT_ROOT, SIMHASH_OUTPUT_ROOT, SIMHASH_INDEX (required); SIMHASH_JOBS (folder with
-``dedup.py`` and ``index_compact.py``; default: the repository's ``jobs/`` next to this file),
-SIMHASH_CONFIG (a TOML file; default: the package's conf/default.toml), SIMHASH_SPARK_CONN
-(default ``spark_default``), SIMHASH_SPARK_CONF (JSON object of Spark properties).
+Failures: exit 2 (bad input or configuration) and exit 3 (monitor alarm) are deterministic, so the task
+fails at once without its retries (``AirflowFailException``); exit 1 (a runtime failure: lost executors,
+a full disk) keeps the retries. An alarm raises ``SimhashMonitorAlarm`` and its message starts with
+``SIMHASH_MONITOR_ALARM``: an ``on_failure_callback`` (see ``on_failure`` below) can route it to an alert.
+
+Settings are read when a task runs, never while the file is parsed: the templated fields use the Airflow
+Variables SIMHASH_INPUT_ROOT, SIMHASH_OUTPUT_ROOT, SIMHASH_INDEX (required), SIMHASH_JOBS (folder with
+``dedup.py`` and ``index_compact.py``; default: the repository's ``jobs/`` next to this file) and
+SIMHASH_CONFIG (a TOML file or a preset's name; default: ``default``). A Variable that is not set
+falls back to the environment variable of the same name (read from the parsing process's environment,
+no database access). SIMHASH_SPARK_CONN (default ``spark_default``) and SIMHASH_SPARK_CONF (a JSON object
+of Spark properties) are read from the environment only: they shape the operator itself.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 try:  # Airflow 3
-    from airflow.sdk import DAG, Variable
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2
     from airflow import DAG  # type: ignore[no-redef]
-    from airflow.models import Variable  # type: ignore[no-redef]
+    from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
+
+log = logging.getLogger(__name__)
+
+# What the job's exit codes mean (docs/deploy.md); 1 is a runtime failure worth retrying.
+NO_RETRY = {
+    2: "bad input or configuration (the message above names the file, column or key)",
+    3: "monitor alarm: the day's dedup rate left its band; nothing was published",
+}
 
 
-def setting(name: str, default: str | None = None) -> str:
-    value = os.environ.get(name)
-    if value is None:
+class SimhashMonitorAlarm(AirflowFailException):
+    """Exit 3: the run stopped before publishing because the dedup rate jumped."""
+
+
+def exit_code(error: BaseException) -> int | None:
+    """spark-submit's exit code from the Spark provider's error message (client mode; on Kubernetes the
+    driver's code, which the provider reports separately)."""
+    text = str(error)
+    found = re.search(r"Kubernetes spark exit code is: (-?\d+)", text) or re.search(
+        r"Error code is: (-?\d+)", text
+    )
+    return int(found.group(1)) if found else None
+
+
+class SimhashSparkSubmitOperator(SparkSubmitOperator):
+    """``SparkSubmitOperator`` that fails without retries on the job's deterministic exit codes."""
+
+    def execute(self, context: Any) -> Any:
         try:
-            value = Variable.get(name, default=None)
-        except Exception:  # no metadata database reachable while parsing
-            value = None
-    if value is None:
-        if default is None:
-            raise KeyError(f"set {name} in the environment or as an Airflow Variable")
-        return default
-    return value
+            return super().execute(context)
+        except AirflowException as e:
+            code = exit_code(e)
+            if code == 3:
+                raise SimhashMonitorAlarm(f"SIMHASH_MONITOR_ALARM exit 3: {NO_RETRY[3]}") from e
+            if code in NO_RETRY:
+                raise AirflowFailException(f"simhash_spark exit {code}: {NO_RETRY[code]}") from e
+            raise
 
 
-JOBS = setting("SIMHASH_JOBS", str(Path(__file__).resolve().parent.parent / "jobs"))
-INDEX = setting("SIMHASH_INDEX", "")
-CONFIG = setting("SIMHASH_CONFIG", "")
-SPARK_CONF = json.loads(setting("SIMHASH_SPARK_CONF", "{}"))
-CONN = setting("SIMHASH_SPARK_CONN", "spark_default")
+def on_failure(context: Any) -> None:
+    """Where to hook your alerting: an alarm is told apart from other failures by its exception type."""
+    error = context.get("exception")
+    if isinstance(error, SimhashMonitorAlarm):
+        log.error("SIMHASH_MONITOR_ALARM %s", context.get("ds"))  # e.g. page the on-call here
+    else:
+        log.error("simhash_spark task failed: %s", error)
+
+
+def var(name: str, default: str = "") -> str:
+    """A template that reads the Airflow Variable ``name`` when the task runs, defaulting to the
+    environment variable of that name."""
+    fallback = os.environ.get(name, default)
+    return "{{ var.value.get(" + repr(name) + ", " + repr(fallback) + ") }}"
+
+
+JOBS = var("SIMHASH_JOBS", str(Path(__file__).resolve().parent.parent / "jobs"))
+INDEX = var("SIMHASH_INDEX")
+CONFIG = var("SIMHASH_CONFIG", "default")
+SPARK_CONF = json.loads(os.environ.get("SIMHASH_SPARK_CONF", "{}"))
+CONN = os.environ.get("SIMHASH_SPARK_CONN", "spark_default")
 DAY = "{{ ds }}"
-
-config_args = ["--config", CONFIG] if CONFIG else []
 
 with DAG(
     dag_id="simhash_dedup_daily",
@@ -62,10 +110,10 @@ with DAG(
     start_date=datetime(2026, 11, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=10)},
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=10), "on_failure_callback": on_failure},
     tags=["simhash_spark", "dedup"],
 ) as dag:
-    dedup = SparkSubmitOperator(
+    dedup = SimhashSparkSubmitOperator(
         task_id="dedup",
         conn_id=CONN,
         application=f"{JOBS}/dedup.py",
@@ -73,24 +121,25 @@ with DAG(
         conf=SPARK_CONF,
         application_args=[
             "--input",
-            setting("SIMHASH_INPUT_ROOT", "") + f"/dt={DAY}",
+            var("SIMHASH_INPUT_ROOT") + f"/dt={DAY}",
             "--output",
-            setting("SIMHASH_OUTPUT_ROOT", "") + f"/dt={DAY}",
+            var("SIMHASH_OUTPUT_ROOT") + f"/dt={DAY}",
             "--index",
             INDEX,
             "--run-date",
             DAY,
             "--overwrite",
-            *config_args,
+            "--config",
+            CONFIG,
         ],
     )
-    compact = SparkSubmitOperator(
+    compact = SimhashSparkSubmitOperator(
         task_id="compact_index",
         conn_id=CONN,
         application=f"{JOBS}/index_compact.py",
         name="simhash_compact_{{ ds_nodash }}",
         conf=SPARK_CONF,
         # merges once at least 7 older snapshots piled up; the last 7 days stay rerunnable
-        application_args=[INDEX, "--keep-recent", "7", "--min-snapshots", "7", *config_args],
+        application_args=[INDEX, "--keep-recent", "7", "--min-snapshots", "7", "--config", CONFIG],
     )
     dedup >> compact
