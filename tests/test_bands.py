@@ -95,3 +95,34 @@ def test_cheap_pairs_buy_fewer_tables_within_the_bucket_bound():
 def test_auto_spec():
     s = parse_scheme("auto")
     assert s.auto and s.accepts(12) and not s.accepts(17)
+
+
+def _skewed_fingerprints(n: int, ones: float, seed: int):
+    import numpy as np
+
+    bits = np.random.default_rng(seed).random((n, 64)) < ones
+    return np.packbits(bits, axis=1, bitorder="little").view("<u8").ravel()
+
+
+def _largest_bucket(fps, scheme, k: int) -> int:
+    import numpy as np
+
+    masks = [m & (1 << 64) - 1 for m in scheme.table_masks(k)]
+    return max(int(np.unique(fps & np.uint64(m), return_counts=True)[1].max()) for m in masks)
+
+
+def test_lsh_buckets_are_sized_for_skewed_bits_not_uniform_ones():
+    """Real SimHash bits are skewed: a design sized by 2^-r keeps buckets 16x over its bound; sized by the
+    measured bit frequencies, the fullest bucket stays near the bound (the hot-bucket limit is 4x it)."""
+    from simhash_spark.core.bands import BitModel, cheapest_lsh
+
+    n, k, bound = 100_000, 12, 250
+    fps = _skewed_fingerprints(n, 0.7, seed=3)
+    measured = BitModel(tuple(float(((fps >> i) & 1).mean()) for i in range(64)))
+    uniform = cheapest_lsh(k, 0.99, n, pair_cost=0.005, max_bucket=bound)
+    sized = cheapest_lsh(k, 0.99, n, pair_cost=0.005, max_bucket=bound, bits=measured)
+    assert _largest_bucket(fps, uniform, k) > 4 * bound  # hot buckets: pairs_complete would be false
+    assert _largest_bucket(fps, sized, k) <= 1.5 * bound
+    assert sized.recall(k) >= 0.99
+    # uniform bits give the uniform design
+    assert cheapest_lsh(k, 0.99, n, pair_cost=0.005, max_bucket=bound, bits=BitModel.uniform()) == uniform

@@ -31,3 +31,22 @@ def test_a_tight_pair_budget_at_a_large_k_falls_back_to_lsh(spark):
     scheme, report = choose_design(frame(spark, fps), n=len(fps), k=12, cfg=cfg)
     assert not scheme.exact and "cheapest LSH" in report["reason"]
     assert scheme.recall(12) >= cfg.min_recall
+
+
+def test_lsh_fallback_sizes_buckets_from_the_sample_bits(spark):
+    import numpy as np
+
+    from simhash_spark.core.bands import BitModel, cheapest_lsh, parse_scheme
+    from simhash_spark.transforms.designs import bit_frequencies
+
+    bits = np.random.default_rng(5).random((4000, 64)) < 0.75
+    fps = np.packbits(bits, axis=1, bitorder="little").view("<i8").ravel().tolist()
+    measured = bit_frequencies(frame(spark, fps))
+    assert all(abs(p - q) < 1e-9 for p, q in zip(measured.ones, bits.mean(axis=0), strict=True))
+    cfg = BandsConfig(auto_max_pairs_per_doc=0.01, hot_bucket_limit=100)
+    scheme, report = choose_design(frame(spark, fps), n=len(fps), k=12, cfg=cfg)
+    assert report["largest_bit_skew"] > 0.2
+    assert scheme == cheapest_lsh(12, cfg.min_recall, len(fps), pair_cost=0.005, max_bucket=25, bits=measured)
+    assert scheme != cheapest_lsh(12, cfg.min_recall, len(fps), pair_cost=0.005, max_bucket=25)
+    assert parse_scheme(scheme.spec).recall(12) >= cfg.min_recall
+    assert BitModel.uniform().ones == (0.5,) * 64

@@ -116,6 +116,27 @@ def lsh_recall(d: int, tables: int, bits: int) -> float:
     return 1.0 - (1.0 - p) ** tables
 
 
+@dataclass(frozen=True)
+class BitModel:
+    """How often each fingerprint bit is set (``ones[i]``: fraction with bit i set, LSB = bit 0), measured
+    on a sample. Real SimHash bits are skewed (short texts most of all), so keys of r bits do not split n
+    fingerprints into 2^r even buckets: the fullest key is the one of every bit's majority value."""
+
+    ones: tuple[float, ...]
+
+    @staticmethod
+    def uniform() -> BitModel:
+        return BitModel((0.5,) * BITS)
+
+    def largest_bucket(self, n: int, mask: int) -> float:
+        """Expected size of a table's fullest bucket (bits taken as independent)."""
+        return n * math.prod(max(p, 1 - p) for i, p in enumerate(self.ones) if mask >> i & 1)
+
+    def collision(self, mask: int) -> float:
+        """Probability that two random fingerprints share the table's key."""
+        return math.prod(p * p + (1 - p) * (1 - p) for i, p in enumerate(self.ones) if mask >> i & 1)
+
+
 def cheapest_lsh(
     k: int,
     min_recall: float,
@@ -124,17 +145,19 @@ def cheapest_lsh(
     *,
     pair_cost: float = 1.0,
     max_bucket: float | None = None,
+    bits: BitModel | None = None,
 ) -> BandScheme:
-    """The LSH design meeting ``min_recall`` at distance k with the least expected work for n uniformly
-    spread fingerprints: n·L exploded rows plus ``pair_cost`` · L · n²/2 · 2^-r random collisions (a
-    collision costs ``pair_cost`` rows). ``max_bucket``: largest expected bucket (n · 2^-r) allowed."""
-    best: tuple[float, int, int] | None = None
+    """The LSH design meeting ``min_recall`` at distance k with the least expected work for n fingerprints:
+    n·L exploded rows plus ``pair_cost`` · n²/2 · Σ_tables P(random collision) (a collision costs
+    ``pair_cost`` rows). ``max_bucket``: largest expected bucket allowed; when no design keeps under it,
+    the one with the smallest largest bucket (its hot buckets then take the forest path). ``bits``: the
+    measured bit frequencies (default: uniform bits, 2^-r per table)."""
+    model = bits or BitModel.uniform()
+    options: list[tuple[float, float, int, int]] = []  # (largest bucket, work, tables, r)
     for r in range(4, 41):
         p = math.comb(BITS - k, r) / math.comb(BITS, r) if k <= BITS - r else 0.0
         if p <= 0:
             break
-        if max_bucket is not None and n * 2.0**-r > max_bucket:
-            continue
         if p >= 1:
             tables = 1
         else:
@@ -143,14 +166,17 @@ def cheapest_lsh(
             )
         if tables > max_tables:
             continue
-        work = n * tables + pair_cost * tables * (n * n / 2) * 2.0**-r
-        if best is None or work < best[0]:
-            best = (work, tables, r)
-    if best is None:
+        masks = [m & (1 << BITS) - 1 for m in parse_scheme(f"lsh:{tables},{r}").table_masks(k)]
+        largest = max(model.largest_bucket(n, m) for m in masks)
+        work = n * tables + pair_cost * (n * n / 2) * sum(model.collision(m) for m in masks)
+        options.append((largest, work, tables, r))
+    if not options:
         raise ValueError(
             f"no LSH design with at most {max_tables} tables reaches recall {min_recall} at k={k}"
         )
-    return parse_scheme(f"lsh:{best[1]},{best[2]}")
+    fitting = [o for o in options if max_bucket is None or o[0] <= max_bucket]
+    best = min(fitting, key=lambda o: o[1]) if fitting else min(options, key=lambda o: (o[0], o[1]))
+    return parse_scheme(f"lsh:{best[2]},{best[3]}")
 
 
 def exact_candidates(k: int, max_tables: int = 512) -> list[BandScheme]:

@@ -6,7 +6,8 @@ hash sample of) the distinct fingerprints and scaled by 1/fraction² when sample
 design is its exploded rows (fingerprints × tables) plus its candidate pairs at ``PAIR_COST`` rows each: a
 row is shuffled and sorted, a pair is one vectorized popcount inside its bucket. The cheapest exact design
 wins when its candidate pairs per fingerprint fit ``bands.auto_max_pairs_per_doc``; otherwise the cheapest
-LSH design that reaches ``bands.min_recall`` at distance k. Runs one action.
+LSH design that reaches ``bands.min_recall`` at distance k, its bucket sizes estimated from the sample's
+bit frequencies. Runs one action (two when it falls back to LSH).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
-from simhash_spark.core.bands import BandScheme, cheapest_lsh, exact_candidates
+from simhash_spark.core.bands import BITS, BandScheme, BitModel, cheapest_lsh, exact_candidates
 from simhash_spark.transforms.hot_buckets import hash_sample
 
 _MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
@@ -84,14 +85,18 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
         )
         if pairs <= cfg.auto_max_pairs_per_doc * max(n, 1) and (best is None or work < best[0]):
             best = (work, d)
+    extra: dict[str, Any] = {}
     if best is not None:
         chosen, why = best[1], "cheapest exact design within the pair budget"
     else:
-        # random buckets well under the hot-bucket limit, so that only real pile-ups take the forest path
+        # random buckets well under the hot-bucket limit, so that only real pile-ups take the forest path;
+        # bucket sizes from the sample's own bit frequencies (real SimHash bits are skewed), not 2^-r
+        bits = bit_frequencies(hash_sample(fps, fraction)) if n else BitModel.uniform()
         chosen = cheapest_lsh(
-            k, cfg.min_recall, max(n, 1), pair_cost=PAIR_COST, max_bucket=cfg.hot_bucket_limit / 4
+            k, cfg.min_recall, max(n, 1), pair_cost=PAIR_COST, max_bucket=cfg.hot_bucket_limit / 4, bits=bits
         )
         why = f"no exact design within {cfg.auto_max_pairs_per_doc} pairs per fingerprint: cheapest LSH at recall >= {cfg.min_recall}"
+        extra = {"largest_bit_skew": round(max(abs(p - 0.5) for p in bits.ones), 4)}
     return chosen, {
         "chosen": chosen.spec,
         "reason": why,
@@ -99,4 +104,16 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
         "recall_at_k": round(chosen.recall(k), 6),
         "sample_fraction": round(fraction, 6),
         "designs": report,
+        **extra,
     }
+
+
+def bit_frequencies(fps: DataFrame) -> BitModel:
+    """The fraction of ``fps`` (``fingerprint``) with each bit set, LSB first (one aggregation)."""
+    fp = F.col(C.FINGERPRINT)
+    row = fps.agg(
+        *[F.avg(F.shiftrightunsigned(fp, i).bitwiseAND(F.lit(1))).alias(f"b{i}") for i in range(BITS)]
+    ).first()
+    if row is None or row["b0"] is None:
+        return BitModel.uniform()
+    return BitModel(tuple(float(row[f"b{i}"]) for i in range(BITS)))
