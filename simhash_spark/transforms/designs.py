@@ -1,13 +1,7 @@
-"""``bands.scheme = "auto"``: pick the table design from the data, before the join.
-
-For every exact design worth considering, the number of candidate pairs its tables would produce is
-Σ size·(size−1)/2 over its buckets: counted for all designs in one aggregation over (a deterministic
-hash sample of) the distinct fingerprints and scaled by 1/fraction² when sampled. The estimated work of a
-design is its exploded rows (fingerprints × tables) plus its candidate pairs at ``PAIR_COST`` rows each: a
-row is shuffled and sorted, a pair is one vectorized popcount inside its bucket. The cheapest exact design
-wins when its candidate pairs per fingerprint fit ``bands.auto_max_pairs_per_doc``; otherwise the cheapest
-LSH design that reaches ``bands.min_recall`` at distance k, its bucket sizes estimated from the sample's
-bit frequencies. Runs one action (two when it falls back to LSH).
+"""``bands.scheme = "auto"``: the bucket counts behind the choice of a table design, counted by Spark
+for all designs in one aggregation over (a deterministic hash sample of) the distinct fingerprints; the
+choice itself is ``core.designs.decide_design``. Runs one action (two when it falls back to LSH: the
+sample's bit frequencies).
 """
 
 from __future__ import annotations
@@ -19,24 +13,9 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
-from simhash_spark.core.bands import BITS, BandScheme, BitModel, cheapest_lsh, exact_candidates
+from simhash_spark.core.bands import BITS, BandScheme, BitModel
+from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
 from simhash_spark.transforms.hot_buckets import hash_sample
-
-_MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting job's rows
-# The cost of comparing one in-bucket pair in place (core.bucket_pairs) relative to one exploded row through
-# explode, shuffle, sort and Arrow; calibrated with bench/scale.py (docs/benchmarks.md has the numbers).
-PAIR_COST = 0.005
-
-
-def _designs(k: int) -> list[BandScheme]:
-    chosen: list[BandScheme] = []
-    total = 0
-    for d in exact_candidates(k, max_tables=_MAX_TABLES_COUNTED):
-        if total + d.n_tables(k) > _MAX_TABLES_COUNTED and chosen:
-            break
-        chosen.append(d)
-        total += d.n_tables(k)
-    return chosen
 
 
 def _sampled_buckets(sample: DataFrame, designs: list[BandScheme], k: int) -> dict[int, Any]:
@@ -65,47 +44,19 @@ def _sampled_buckets(sample: DataFrame, designs: list[BandScheme], k: int) -> di
 def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
     """In: ``fps`` (``id``, ``fingerprint``), one row per distinct fingerprint, ``n`` of them.
     Returns the design and the numbers behind the choice (for summary.json)."""
-    designs = _designs(k)
+    designs = auto_designs(k)
     fraction = min(1.0, cfg.auto_sample_rows / n) if n else 1.0
-    measured = _sampled_buckets(hash_sample(fps, fraction), designs, k) if designs and n else {}
-    report: list[dict[str, Any]] = []
-    best: tuple[float, BandScheme] | None = None
-    for i, d in enumerate(designs):
-        r = measured.get(i)
-        pairs = (float(r["pairs"]) if r else 0.0) / (fraction * fraction)
-        work = PAIR_COST * pairs + n * d.n_tables(k)
-        report.append(
-            {
-                "scheme": d.spec,
-                "tables": d.n_tables(k),
-                "estimated_candidate_pairs": round(pairs),
-                "largest_bucket_in_sample": int(r["largest_bucket"]) if r else 0,
-                "estimated_work": round(work),
-            }
-        )
-        if pairs <= cfg.auto_max_pairs_per_doc * max(n, 1) and (best is None or work < best[0]):
-            best = (work, d)
-    extra: dict[str, Any] = {}
-    if best is not None:
-        chosen, why = best[1], "cheapest exact design within the pair budget"
-    else:
-        # random buckets well under the hot-bucket limit, so that only real pile-ups take the forest path;
-        # bucket sizes from the sample's own bit frequencies (real SimHash bits are skewed), not 2^-r
-        bits = bit_frequencies(hash_sample(fps, fraction)) if n else BitModel.uniform()
-        chosen = cheapest_lsh(
-            k, cfg.min_recall, max(n, 1), pair_cost=PAIR_COST, max_bucket=cfg.hot_bucket_limit / 4, bits=bits
-        )
-        why = f"no exact design within {cfg.auto_max_pairs_per_doc} pairs per fingerprint: cheapest LSH at recall >= {cfg.min_recall}"
-        extra = {"largest_bit_skew": round(max(abs(p - 0.5) for p in bits.ones), 4)}
-    return chosen, {
-        "chosen": chosen.spec,
-        "reason": why,
-        "exact": chosen.exact,
-        "recall_at_k": round(chosen.recall(k), 6),
-        "sample_fraction": round(fraction, 6),
-        "designs": report,
-        **extra,
-    }
+    rows = _sampled_buckets(hash_sample(fps, fraction), designs, k) if designs and n else {}
+    measured = {i: (float(r["pairs"]), int(r["largest_bucket"])) for i, r in rows.items()}
+    return decide_design(
+        designs,
+        measured,
+        n=n,
+        k=k,
+        fraction=fraction,
+        rules=DesignRules(cfg.min_recall, cfg.auto_max_pairs_per_doc, cfg.hot_bucket_limit),
+        bits=lambda: bit_frequencies(hash_sample(fps, fraction)),
+    )
 
 
 def bit_frequencies(fps: DataFrame) -> BitModel:
