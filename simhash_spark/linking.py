@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig, Config
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
+from simhash_spark.core.designs import DesignRules
+from simhash_spark.core.link_local import Documents, LinkSettings, find_candidates, link_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
 from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
@@ -49,6 +55,7 @@ class LinkParams:
     local_max_edges: int  # a graph of at most this many edges is clustered on the driver
     title_rule: str | None = None  # "and", "or", or None without titles
     title_max_distance: int = 0
+    local_max_documents: int = 0  # at most this many documents are linked on the driver (core.link_local)
 
     @classmethod
     def from_config(cls, cfg: Config, *, titled: bool) -> LinkParams:
@@ -62,6 +69,7 @@ class LinkParams:
             local_max_edges=cfg.cluster.local_max_edges,
             title_rule=title_rule,
             title_max_distance=cfg.title.max_distance,
+            local_max_documents=cfg.cluster.local_max_documents,
         )
 
     def for_titles(self) -> LinkParams:
@@ -95,6 +103,7 @@ def link(
     *,
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
+    n_docs: int | None = None,
 ) -> Linked:
     """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
     which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
@@ -103,7 +112,12 @@ def link(
 
     Title rule "and": a pair of documents that both have a title fingerprint must also have titles within
     ``title_max_distance`` bits. "or": documents whose titles are that close are duplicates too (found by
-    a linking of their own, reason "title")."""
+    a linking of their own, reason "title").
+
+    ``n_docs``: the number of rows of ``keyed`` when known; at most ``local_max_documents`` of them are
+    linked on the driver (``core.link_local``: the same pairs, clusters and statistics)."""
+    if _on_driver(keyed, params, n_docs):
+        return _link_on_driver(keyed, params, ctx, texts=texts, titles=titles)
     found = _find(keyed, params, ctx, texts=texts, titles=titles if params.title_rule == "and" else None)
     if params.title_rule == "or":
         assert titles is not None
@@ -180,7 +194,7 @@ class _Design:
     scheme: BandScheme
     masks: list[int]
     report: dict[str, Any]
-    hot: DataFrame  # band, band_key of the buckets over the limit
+    hot: DataFrame | None  # band, band_key of the buckets over the limit (None: linked on the driver)
     n_hot: int
     largest_buckets: list[dict[str, Any]]
 
@@ -254,7 +268,7 @@ def _accepted(
     number of forest edges."""
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles)
     forest_edges = 0
-    if design.n_hot:
+    if design.n_hot and design.hot is not None:
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")
         if titles is not None:
             members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
@@ -300,12 +314,12 @@ def _find(
     edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
         star_edges(ident.members)
     )
-    stats = _stats(ident, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
+    stats = _stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
     return _Found(pairs, edges, n_pairs, stats)
 
 
 def _stats(
-    ident: _Identical,
+    t: Mapping[str, Any] | Row,
     design: _Design,
     rule: PairRule,
     k: int,
@@ -314,7 +328,6 @@ def _stats(
     n_pairs: int,
     forest_edges: int,
 ) -> dict[str, Any]:
-    t = ident.totals
     return {
         "distinct_fingerprints": int(t["fingerprints"]),
         # rows of the band join: one per distinct fingerprint (and, with a text check, distinct text)
@@ -344,3 +357,98 @@ def _stats(
             **({"auto": design.report} if design.report else {}),
         },
     }
+
+
+# --- the same linking on the driver, for small inputs -------------------------------------------------
+
+
+def _on_driver(keyed: DataFrame, params: LinkParams, n_docs: int | None) -> bool:
+    """Small enough for the driver, and every input ``core.link_local`` needs is at hand: the text hash
+    under a text check, no title rule "or" (a second linking of its own), and few enough documents that
+    the Spark path's design counts every fingerprint too (``bands.auto_sample_rows``)."""
+    limit = min(params.local_max_documents, params.bands.auto_sample_rows)
+    return (
+        n_docs is not None
+        and n_docs <= limit
+        and params.title_rule != "or"
+        and (not params.rule.verify.enabled or C.TEXT_HASH in keyed.columns)
+    )
+
+
+def _texts_of(texts: DataFrame | None) -> Callable[[set[Any]], dict[Any, str]]:
+    """A lookup of the texts of a few ids: one broadcast join, run only when the text check needs it."""
+
+    def fetch(ids: set[Any]) -> dict[Any, str]:
+        if not ids or texts is None:
+            return {}
+        id_type = texts.schema[C.ID].dataType
+        want = texts.sparkSession.createDataFrame(
+            [(i,) for i in sorted(ids)], T.StructType([T.StructField(C.ID, id_type, False)])
+        )
+        got: pd.DataFrame = (
+            texts.join(F.broadcast(want), on=C.ID, how="inner").select(C.ID, C.TEXT).toPandas()
+        )
+        return dict(zip(got[C.ID].tolist(), got[C.TEXT].tolist(), strict=True))
+
+    return fetch
+
+
+def _documents(keyed: DataFrame, titles: DataFrame | None, rule: PairRule) -> Documents:
+    cols = [C.ID, C.FINGERPRINT, C.N_CHARS] + ([C.TEXT_HASH] if rule.verify.enabled else [])
+    pdf: pd.DataFrame = keyed.select(*cols).toPandas()
+    title_map: dict[Any, int] = {}
+    if rule.title_max_distance is not None and titles is not None:
+        tp: pd.DataFrame = titles.select(C.ID, C.TITLE_FINGERPRINT).toPandas()
+        title_map = dict(zip(tp[C.ID].tolist(), (int(v) for v in tp[C.TITLE_FINGERPRINT]), strict=True))
+    return Documents(
+        ids=pdf[C.ID].to_numpy(),
+        fingerprints=pdf[C.FINGERPRINT].to_numpy(dtype=np.int64),
+        n_chars=pdf[C.N_CHARS].to_numpy(dtype=np.int64),
+        text_hash=pdf[C.TEXT_HASH].to_numpy(dtype=np.int64) if rule.verify.enabled else None,
+        titles=title_map,
+    )
+
+
+def _link_on_driver(
+    keyed: DataFrame,
+    params: LinkParams,
+    ctx: RunContext,
+    *,
+    texts: DataFrame | None,
+    titles: DataFrame | None,
+) -> Linked:
+    """``link`` with ``core.link_local``: the documents' fingerprints collected once, texts fetched only
+    for the pairs the rule checks, the results handed back as DataFrames."""
+    rule, k = params.rule, params.rule.largest_k
+    settings = LinkSettings(
+        rule,
+        params.bands.scheme,
+        DesignRules(
+            params.bands.min_recall, params.bands.auto_max_pairs_per_doc, params.bands.hot_bucket_limit
+        ),
+        params.pairs_max_group,
+    )
+    with ctx.stage("candidates"):
+        found = find_candidates(_documents(keyed, titles, rule), settings)
+    with ctx.stage("verify"):
+        local = link_local(found, settings, _texts_of(texts))
+    with ctx.stage("clusters"):
+        spark, id_type = keyed.sparkSession, keyed.schema[C.ID].dataType.simpleString()
+        pairs = spark.createDataFrame(
+            local.pairs,
+            f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string",
+        )
+        assignments = spark.createDataFrame(
+            list(zip(local.nodes.tolist(), local.labels.tolist(), strict=True)),
+            f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}",
+        )
+    design = _Design(local.scheme, found.masks, local.design_report, None, local.n_hot, local.largest_buckets)
+    stats = _stats(
+        local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
+    )
+    if params.title_rule == "and":
+        stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
+    stats["pairs_accepted"] = local.n_pairs
+    stats["components_iterations"] = 0
+    stats["components_method"] = "local"
+    return Linked(pairs, assignments, stats)

@@ -144,7 +144,10 @@ def dedup(
                 status_counts = _status_counts(fps)
     keyed, texts, titles = _link_inputs(fps, docs, cfg, looked)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
-    linked = link(keyed, params, ctx, texts=texts if cfg.verify.enabled else None, titles=titles)
+    fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
+    linked = link(
+        keyed, params, ctx, texts=texts if cfg.verify.enabled else None, titles=titles, n_docs=fingerprinted
+    )
     with ctx.stage("assemble"):
         if looked is None:
             documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs

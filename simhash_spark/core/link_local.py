@@ -1,0 +1,338 @@
+"""Linking on the driver (pure numpy/pandas): the same steps and the same results as the Spark linking
+(``simhash_spark.linking``) for inputs small enough to hold in one process, without a Spark job per step.
+
+Identical groups → band design (``core.designs``, counted on every fingerprint: the Spark path counts on
+all of them too below ``bands.auto_sample_rows``) → bucket sizes and hot buckets → candidates
+(``core.bucket_pairs`` over each table's sorted keys, hot buckets skipped) → the pair rule
+(``core.rules``; texts fetched only for the pairs that need the check) → spanning forests of hot buckets
+(``core.forest``) → pairs expanded to every member → connected components (``core.components``). Every
+step mirrors its Spark twin, and tests compare the two on the same inputs (tests/test_link_local.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simhash_spark.core.bands import BITS, BandScheme, BitModel, parse_scheme
+from simhash_spark.core.bucket_pairs import bucket_pairs
+from simhash_spark.core.components import component_labels
+from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
+from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.rules import PairRule
+from simhash_spark.core.simhash import to_unsigned
+from simhash_spark.core.verify import IDENTICAL
+
+_M64 = (1 << 64) - 1
+PairRow = tuple[Any, Any, int, float | None, str]  # id_a < id_b, distance, similarity, reason
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The fingerprinted documents, one entry per document (arrays of equal length)."""
+
+    ids: np.ndarray
+    fingerprints: np.ndarray  # int64
+    n_chars: np.ndarray  # int64
+    text_hash: np.ndarray | None = None  # int64; splits identical groups under a text check
+    titles: Mapping[Any, int] = field(default_factory=dict)  # id -> title fingerprint (documents with one)
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    rule: PairRule
+    scheme: str  # bands.scheme
+    design_rules: DesignRules
+    pairs_max_group: int
+
+
+@dataclass
+class LocalLinked:
+    pairs: list[PairRow]  # pairs/ rows, expanded to every member
+    nodes: np.ndarray  # every document with an edge
+    labels: np.ndarray  # its component: the smallest node of it
+    totals: dict[str, int]  # as the Spark linking's identical-group totals
+    scheme: BandScheme
+    design_report: dict[str, Any]
+    largest_buckets: list[dict[str, Any]]
+    n_hot: int
+    within_k: int  # candidate pairs of the band join
+    by_reason: dict[str, int]
+    n_pairs: int
+    forest_edges: int
+
+
+@dataclass
+class _Groups:
+    reps: pd.DataFrame  # id (smallest of the group), fingerprint, group_size; one row per group
+    members: pd.DataFrame  # member, rep, group_size
+
+
+def _groups(docs: Documents, checking: bool) -> _Groups:
+    frame = pd.DataFrame({"id": docs.ids, "fingerprint": docs.fingerprints})
+    keys = ["fingerprint"]
+    if checking:
+        assert docs.text_hash is not None, "a text check groups by text hash"
+        frame["text_hash"] = docs.text_hash
+        keys.append("text_hash")
+    grouped = frame.groupby(keys, sort=False)["id"]
+    frame["rep"] = grouped.transform("min")
+    frame["group_size"] = grouped.transform("size").astype(np.int64)
+    reps = frame[frame["id"] == frame["rep"]][["id", "fingerprint", "group_size"]].reset_index(drop=True)
+    members = frame[["id", "rep", "group_size"]].rename(columns={"id": "member"})
+    return _Groups(reps, members)
+
+
+def _within_group_pairs(size: np.ndarray, max_group: int) -> np.ndarray:
+    return np.where(size <= max_group, size * (size - 1) // 2, size - 1)
+
+
+def _totals(groups: _Groups, max_group: int) -> dict[str, int]:
+    size = groups.reps["group_size"].to_numpy()
+    return {
+        "distinct": len(size),
+        "fingerprints": int(groups.reps["fingerprint"].nunique()),
+        "groups": int((size > 1).sum()),
+        "largest": int(size.max()) if len(size) else 0,
+        "cut": int((size > max_group).sum()),
+        "within": int(_within_group_pairs(size, max_group).sum()),
+    }
+
+
+def _table_keys(fps: np.ndarray, masks: list[int]) -> list[np.ndarray]:
+    return [fps & np.int64(m) for m in masks]
+
+
+def _measured(fps: np.ndarray, designs: list[BandScheme], k: int) -> dict[int, tuple[float, int]]:
+    out = {}
+    for i, d in enumerate(designs):
+        pairs, largest = 0, 0
+        for keys in _table_keys(fps, d.table_masks(k)):
+            counts = np.unique(keys, return_counts=True)[1]
+            pairs += int((counts * (counts - 1) // 2).sum())
+            largest = max(largest, int(counts.max()))
+        out[i] = (float(pairs), largest)
+    return out
+
+
+def _bits(fps: np.ndarray) -> BitModel:
+    u = to_unsigned(fps)
+    return BitModel(tuple(int(((u >> np.uint64(i)) & np.uint64(1)).sum()) / len(u) for i in range(BITS)))
+
+
+def _design(fps: np.ndarray, k: int, settings: LinkSettings) -> tuple[BandScheme, dict[str, Any]]:
+    scheme = parse_scheme(settings.scheme)
+    if not scheme.auto:
+        return scheme, {}
+    designs = auto_designs(k)
+    measured = _measured(fps, designs, k) if designs and len(fps) else {}
+    return decide_design(
+        designs,
+        measured,
+        n=len(fps),
+        k=k,
+        fraction=1.0,
+        rules=settings.design_rules,
+        bits=lambda: _bits(fps),
+    )
+
+
+def _buckets(
+    fps: np.ndarray, masks: list[int], limit: int
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """(the ten largest buckets as (size, table, key), the hot ones as (table, key)), exactly."""
+    sizes: list[tuple[int, int, int]] = []
+    hot: list[tuple[int, int]] = []
+    for t, keys in enumerate(_table_keys(fps, masks)):
+        values, counts = np.unique(keys, return_counts=True)
+        top = np.argsort(-counts, kind="stable")[:10]  # equal sizes: smaller key first, as values are sorted
+        sizes += [(int(counts[i]), t, int(values[i])) for i in top]
+        hot += [(t, int(v)) for v in values[counts > limit].tolist()]
+    sizes.sort(key=lambda s: (-s[0], s[1], s[2]))
+    return sizes[:10], hot
+
+
+def _candidates(
+    reps: pd.DataFrame, masks: list[int], hot: list[tuple[int, int]], k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Band-join pairs of representatives (indices into ``reps``, i < j by position) and their distances."""
+    fps = reps["fingerprint"].to_numpy(dtype=np.int64)
+    hot_keys = {(t, key) for t, key in hot}
+    tables, keys, rows = [], [], []
+    for t, table_keys in enumerate(_table_keys(fps, masks)):
+        keep = np.ones(len(fps), dtype=bool)
+        if hot_keys:
+            keep = np.array([(t, int(v)) not in hot_keys for v in table_keys.tolist()], dtype=bool)
+        idx = np.flatnonzero(keep)
+        tables.append(np.full(len(idx), t, dtype=np.int64))
+        keys.append(table_keys[idx])
+        rows.append(idx)
+    table, key, row = np.concatenate(tables), np.concatenate(keys), np.concatenate(rows)
+    order = np.lexsort((key, table))
+    table, key, row = table[order], key[order], row[order]
+    i, j, d = bucket_pairs(table, key, fps[row], k=k, masks=np.array(masks, dtype=np.int64))
+    return row[i], row[j], d
+
+
+def _title_distance(titles: Mapping[Any, int], a: Any, b: Any) -> int | None:
+    ta, tb = titles.get(a), titles.get(b)
+    return None if ta is None or tb is None else ((ta ^ tb) & _M64).bit_count()
+
+
+def _accept(
+    cands: list[tuple[Any, Any, int]],
+    docs: Documents,
+    rule: PairRule,
+    texts: Callable[[set[Any]], Mapping[Any, str]],
+) -> list[PairRow]:
+    """The candidates the rule accepts, as ``transforms.verify.accept_pairs`` does."""
+    n_chars = dict(zip(docs.ids.tolist(), docs.n_chars.tolist(), strict=True))
+    use_titles = rule.title_max_distance is not None
+    kept = []
+    for a, b, d in cands:
+        shorter = min(n_chars[a], n_chars[b]) if rule.policy.steps else 0
+        td = _title_distance(docs.titles, a, b) if use_titles else None
+        if d <= rule.policy.k_for_length(shorter) and rule.titles_agree(td):
+            kept.append((a, b, d, shorter, td))
+    to_check = [c for c in kept if rule.needs_text_check(c[2])]
+    text_of = texts({x for c in to_check for x in c[:2]}) if to_check else {}
+    out: list[PairRow] = []
+    for a, b, d, shorter, td in kept:
+        sim = None
+        if rule.needs_text_check(d):
+            ta, tb = text_of.get(a), text_of.get(b)
+            sim = rule.similarity(ta, tb) if ta is not None and tb is not None else 0.0
+        reason = rule.reason(d, shorter, shorter, similarity=sim, title_distance=td)
+        if reason is not None:
+            out.append((a, b, d, sim, reason))
+    return out
+
+
+def _forests(
+    reps: pd.DataFrame,
+    docs: Documents,
+    masks: list[int],
+    hot: list[tuple[int, int]],
+    rule: PairRule,
+    texts: Callable[[set[Any]], Mapping[Any, str]],
+) -> set[PairRow]:
+    """Spanning-forest edges of every hot bucket's accepted pairs, as ``transforms.hot_buckets`` finds them."""
+    fps = reps["fingerprint"].to_numpy(dtype=np.int64)
+    ids = reps["id"].to_numpy()
+    keys = _table_keys(fps, masks)
+    buckets = [np.flatnonzero(keys[t] == np.int64(key)) for t, key in hot]
+    text_of = texts({ids[i] for b in buckets for i in b.tolist()}) if rule.verify.enabled else {}
+    n_chars = dict(zip(docs.ids.tolist(), docs.n_chars.tolist(), strict=True))
+    edges: set[PairRow] = set()
+    for members in buckets:
+        member_ids = ids[members]
+        order = np.argsort(member_ids, kind="stable")
+        m_ids = member_ids[order].tolist()
+        found = accepted_forest(
+            fps[members][order],
+            [n_chars[x] for x in m_ids],
+            [text_of.get(x) for x in m_ids],
+            [docs.titles.get(x) for x in m_ids]
+            if rule.title_max_distance is not None
+            else [None] * len(m_ids),
+            rule,
+        )
+        edges |= {(m_ids[i], m_ids[j], d, sim, reason) for i, j, d, sim, reason in found}
+    return edges
+
+
+def _expand(rep_pairs: list[PairRow], groups: _Groups, max_group: int) -> list[PairRow]:
+    """``transforms.identical.expand_pairs`` on the driver."""
+    members = groups.members
+    small = members["group_size"] <= max_group
+    stand_in = members[small | (members["member"] == members["rep"])]
+    stands: dict[Any, list[Any]] = stand_in.groupby("rep")["member"].agg(list).to_dict()
+    out: list[PairRow] = []
+    for a, b, d, sim, reason in rep_pairs:
+        for ma in stands[a]:
+            for mb in stands[b]:
+                out.append((min(ma, mb), max(ma, mb), d, sim, reason))
+    for _, grp in members[small].groupby("rep"):
+        ms = sorted(grp["member"].tolist())
+        out += [(ms[x], ms[y], 0, None, IDENTICAL) for x in range(len(ms)) for y in range(x + 1, len(ms))]
+    big = members[~small & (members["member"] != members["rep"])]
+    for m, r in zip(big["member"].tolist(), big["rep"].tolist(), strict=True):
+        out.append((min(m, r), max(m, r), 0, None, IDENTICAL))
+    return out
+
+
+@dataclass
+class Candidates:
+    """The first half of a driver-side linking: groups, design, hot buckets and band-join candidates."""
+
+    docs: Documents
+    groups: _Groups
+    scheme: BandScheme
+    design_report: dict[str, Any]
+    masks: list[int]
+    top: list[tuple[int, int, int]]
+    hot: list[tuple[int, int]]
+    pairs: list[tuple[Any, Any, int]]  # id_a < id_b, distance
+
+
+def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
+    """Identical groups, the band design, bucket sizes and the band join, as the Spark "candidates" stage."""
+    k = settings.rule.largest_k
+    groups = _groups(docs, settings.rule.verify.enabled)
+    fps = groups.reps["fingerprint"].to_numpy(dtype=np.int64)
+    scheme, report = _design(fps, k, settings)
+    masks = scheme.table_masks(k)
+    top, hot = _buckets(fps, masks, settings.design_rules.hot_bucket_limit)
+    ci, cj, cd = _candidates(groups.reps, masks, hot, k)
+    ids = groups.reps["id"].to_numpy()
+    pairs = [
+        (min(a, b), max(a, b), int(d))
+        for a, b, d in zip(ids[ci].tolist(), ids[cj].tolist(), cd.tolist(), strict=True)
+    ]
+    return Candidates(docs, groups, scheme, report, masks, top, hot, pairs)
+
+
+def link_local(
+    found: Candidates, settings: LinkSettings, texts: Callable[[set[Any]], Mapping[Any, str]]
+) -> LocalLinked:
+    """The rest of the linking, as the Spark "verify" and "clusters" stages: accepted pairs (and hot-bucket
+    forests), pairs expanded to every member, connected components. ``texts``: the texts of a set of ids
+    (asked only for the documents the text check needs)."""
+    rule, limit, docs, groups = settings.rule, settings.pairs_max_group, found.docs, found.groups
+    reps = groups.reps
+    accepted = {(p[0], p[1]): p for p in _accept(found.pairs, docs, rule, texts)}
+    forest = _forests(reps, docs, found.masks, found.hot, rule, texts) if found.hot else set()
+    for p in sorted(forest, key=lambda p: (p[0], p[1])):
+        accepted.setdefault((p[0], p[1]), p)
+    rep_pairs = list(accepted.values())
+    by_reason: dict[str, int] = {}
+    for p in rep_pairs:
+        by_reason[p[4]] = by_reason.get(p[4], 0) + 1
+    totals = _totals(groups, limit)
+    sizes = dict(zip(reps["id"].tolist(), reps["group_size"].tolist(), strict=True))
+    stand = {r: (s if s <= limit else 1) for r, s in sizes.items()}
+    cross = sum(stand[a] * stand[b] for a, b, *_ in rep_pairs)
+    star = groups.members[groups.members["member"] != groups.members["rep"]]
+    src = np.array([p[0] for p in rep_pairs] + star["rep"].tolist(), dtype=docs.ids.dtype)
+    dst = np.array([p[1] for p in rep_pairs] + star["member"].tolist(), dtype=docs.ids.dtype)
+    nodes, labels = component_labels(src, dst) if len(src) else (src, src)
+    return LocalLinked(
+        pairs=_expand(rep_pairs, groups, limit),
+        nodes=nodes,
+        labels=labels,
+        totals=totals,
+        scheme=found.scheme,
+        design_report=found.design_report,
+        largest_buckets=[
+            {"band": t, "key": f"{key & _M64:016x}", "fingerprints": size} for size, t, key in found.top
+        ],
+        n_hot=len(found.hot),
+        within_k=len(found.pairs),
+        by_reason=by_reason,
+        n_pairs=totals["within"] + cross,
+        forest_edges=len(forest),
+    )

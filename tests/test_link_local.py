@@ -1,0 +1,91 @@
+"""Linking on the driver (``core.link_local``, runs of at most ``cluster.local_max_documents``) gives the
+same documents, pairs, clusters and statistics as the Spark linking, over the rule's branches: text check
+or not, identical groups written as stars, hot buckets resolved by spanning forests, the title rule "and"
+with length steps."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from simhash_spark.config import load_config
+from simhash_spark.demo.corpus import generate
+from simhash_spark.pipeline import dedup
+
+CONFIGS = {
+    "defaults": [],
+    "no_check_stars": [
+        "verify.measure=none",
+        "bands.scheme=4x16",
+        "match.max_distance=3",
+        "output.pairs_max_group=2",
+    ],
+    "hot_buckets": ["bands.scheme=blocks:5", "match.max_distance=4", "bands.hot_bucket_limit=2"],
+    "titles_and_steps": [
+        "input.title_column=title",
+        "title.rule=and",
+        "title.max_distance=12",
+        "match.length_steps=[[0, 14], [1200, 12]]",
+        "verify.accept_distance=2",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(spark):
+    table = generate(90, seed=23, dup_share=0.6)
+    # exact copies: identical groups larger than pairs_max_group
+    copies = table.slice(0, 4)
+    ids = [f"copy{i}-{j}" for j in range(3) for i in range(copies.num_rows)]
+    extra = pa.concat_tables([copies] * 3).set_column(0, "id", pa.array(ids))
+    return spark.createDataFrame(pa.concat_tables([table, extra]).to_pandas())
+
+
+def _rows(df):
+    return sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in df.collect())
+
+
+def _run(spark, raw, overrides, local_max):
+    cfg = load_config(overrides=[*overrides, f"cluster.local_max_documents={local_max}"])
+    res = dedup(spark, raw, cfg)
+    out = {
+        "documents": _rows(res.documents),
+        "pairs": _rows(res.pairs),
+        "clusters": _rows(res.clusters),
+        "stats": {k: v for k, v in res.stats.items() if k != "components_method"},
+        "stages": list(res.timings),
+    }
+    res.unpersist()
+    return out
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_driver_linking_equals_the_spark_linking(spark, corpus, name):
+    on_driver = _run(spark, corpus, CONFIGS[name], 100_000)
+    in_spark = _run(spark, corpus, CONFIGS[name], 0)
+    for key in ("documents", "pairs", "clusters", "stats"):
+        assert on_driver[key] == in_spark[key], key
+    assert on_driver["stages"] == in_spark["stages"]
+    stats = on_driver["stats"]
+    assert stats["pairs_accepted"] == len(on_driver["pairs"]) > 0
+    if name == "hot_buckets":
+        assert stats["hot_buckets"] > 0 and stats["hot_bucket_forest_edges"] > 0
+    if name == "no_check_stars":
+        assert stats["groups_written_as_stars"] > 0
+
+
+def test_the_driver_path_is_taken_only_when_small(spark, corpus):
+    scheduler = spark.sparkContext._jsc.sc().dagScheduler()
+
+    def jobs_and_plan(local_max):
+        before = scheduler.nextJobId()
+        res = dedup(spark, corpus, load_config(overrides=[f"cluster.local_max_documents={local_max}"]))
+        jobs = scheduler.nextJobId() - before
+        plan = res.pairs._jdf.queryExecution().executedPlan().toString()
+        res.unpersist()
+        return jobs, plan
+
+    small_jobs, small_plan = jobs_and_plan(100_000)
+    big_jobs, big_plan = jobs_and_plan(10)  # more documents than that: the Spark linking
+    assert "MapInArrow" in big_plan and "MapInArrow" not in small_plan  # the band join's Python task
+    assert small_jobs < big_jobs - 10
