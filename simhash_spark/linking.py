@@ -23,7 +23,7 @@ from simhash_spark.config import BandsConfig, Config
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.designs import DesignRules
-from simhash_spark.core.link_local import Documents, LinkSettings, find_candidates, link_local
+from simhash_spark.core.link_local import Documents, LinkSettings, LocalLinked, find_candidates, link_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
 from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
@@ -409,6 +409,30 @@ def _documents(keyed: DataFrame, titles: DataFrame | None, rule: PairRule) -> Do
     )
 
 
+def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]:
+    """(pairs, assignments) of a driver-side linking as DataFrames, sent through Arrow (no Python worker
+    has to unpickle rows)."""
+    spark, id_type = keyed.sparkSession, keyed.schema[C.ID].dataType.simpleString()
+    rows = local.pairs
+    pairs = pd.DataFrame(
+        {
+            C.ID_A: pd.Series([r[0] for r in rows], dtype=local.nodes.dtype),
+            C.ID_B: pd.Series([r[1] for r in rows], dtype=local.nodes.dtype),
+            C.DISTANCE: pd.Series([r[2] for r in rows], dtype="int32"),
+            C.SIMILARITY: pd.array([r[3] for r in rows], dtype="Float64"),  # None stays null
+            C.REASON: pd.Series([r[4] for r in rows], dtype=object),
+        }
+    )
+    assignments = pd.DataFrame({C.NODE: local.nodes, C.COMPONENT: local.labels})
+    schema = (
+        f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
+    )
+    return (
+        spark.createDataFrame(pairs, schema),
+        spark.createDataFrame(assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}"),
+    )
+
+
 def _link_on_driver(
     keyed: DataFrame,
     params: LinkParams,
@@ -433,15 +457,7 @@ def _link_on_driver(
     with ctx.stage("verify"):
         local = link_local(found, settings, _texts_of(texts))
     with ctx.stage("clusters"):
-        spark, id_type = keyed.sparkSession, keyed.schema[C.ID].dataType.simpleString()
-        pairs = spark.createDataFrame(
-            local.pairs,
-            f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string",
-        )
-        assignments = spark.createDataFrame(
-            list(zip(local.nodes.tolist(), local.labels.tolist(), strict=True)),
-            f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}",
-        )
+        pairs, assignments = _frames(keyed, local)
     design = _Design(local.scheme, found.masks, local.design_report, None, local.n_hot, local.largest_buckets)
     stats = _stats(
         local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
