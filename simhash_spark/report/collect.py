@@ -28,13 +28,16 @@ def collect_report(
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
     each with its first members by id."""
     multi = documents.where(F.col(C.CLUSTER_SIZE) > 1)
-    sizes = {
-        int(r[C.CLUSTER_SIZE]): int(r["n"])
-        for r in multi.where(~F.col(C.IS_DUPLICATE))
-        .groupBy(C.CLUSTER_SIZE)
-        .agg(F.count(F.lit(1)).alias("n"))
+    # one row per cluster (its representative), collected once: the size histogram and the choice of
+    # examples both come from it
+    heads = (
+        multi.where(~F.col(C.IS_DUPLICATE))
+        .select(C.CLUSTER_ID, C.CLUSTER_SIZE, F.xxhash64(C.CLUSTER_ID).alias("_h"))
         .collect()
-    }
+    )
+    sizes: dict[int, int] = {}
+    for r in heads:
+        sizes[int(r[C.CLUSTER_SIZE])] = sizes.get(int(r[C.CLUSTER_SIZE]), 0) + 1
     dists = {int(r[C.DISTANCE]): int(r["count"]) for r in pairs.groupBy(C.DISTANCE).count().collect()}
     sims = [
         float(r[C.SIMILARITY])
@@ -44,27 +47,21 @@ def collect_report(
         .limit(SIMILARITY_SAMPLE)
         .collect()
     ]
-    chosen = _chosen_clusters(multi)
+    chosen = _chosen_clusters(heads)
     if not chosen:
         return ReportData(summary, sizes, dists, sims, [])
     return ReportData(summary, sizes, dists, sims, _examples(documents, texts, chosen, cfg))
 
 
-def _chosen_clusters(multi: DataFrame) -> list[Any]:
+def _chosen_clusters(heads: list[Any]) -> list[Any]:
     """The largest clusters and more in a hash order of their ids."""
-    heads = multi.where(~F.col(C.IS_DUPLICATE)).select(C.CLUSTER_ID, C.CLUSTER_SIZE)
-    largest = [
-        r[C.CLUSTER_ID]
-        for r in heads.orderBy(F.desc(C.CLUSTER_SIZE), C.CLUSTER_ID).limit(EXAMPLES // 2).collect()
-    ]
-    others = [
-        r[C.CLUSTER_ID]
-        for r in heads.where(~F.col(C.CLUSTER_ID).isin(largest) if largest else F.lit(True))
-        .orderBy(F.xxhash64(C.CLUSTER_ID), C.CLUSTER_ID)
-        .limit(EXAMPLES - len(largest))
-        .collect()
-    ]
-    return largest + others
+    by_size = sorted(heads, key=lambda r: (-r[C.CLUSTER_SIZE], r[C.CLUSTER_ID]))
+    largest = [r[C.CLUSTER_ID] for r in by_size[: EXAMPLES // 2]]
+    taken = set(largest)
+    rest = sorted(
+        (r for r in heads if r[C.CLUSTER_ID] not in taken), key=lambda r: (r["_h"], r[C.CLUSTER_ID])
+    )
+    return largest + [r[C.CLUSTER_ID] for r in rest[: EXAMPLES - len(largest)]]
 
 
 def _examples(documents: DataFrame, texts: DataFrame, chosen: list[Any], cfg: Config) -> list[ExampleCluster]:
