@@ -8,7 +8,9 @@ on disk, measured side by side in one run:
 - ``mllib``: Spark MLlib ``MinHashLSH`` (5 tables, ``approxSimilarityJoin`` at Jaccard distance 0.2)
   in local[*] over the same 5-gram sets (4 GB driver heap: it fails at the default 1 GB), its pairs
   written as Parquet;
-- ``job_20``: the job on the first 20 documents (what a first try on a sample costs).
+- ``job_20``: the job on the first 20 documents (what a first try on a sample costs);
+- ``job_spark_link``, ``job_spark_link_20``: the same with ``cluster.local_max_documents=0`` (the Spark
+  linking steps instead of the driver's).
 
     .venv/bin/python bench/peers.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
         [--peers job,datasketch,mllib,job_20]
@@ -100,9 +102,11 @@ def timed(cmd: list[str]) -> float:
 def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str], Path]:
     py, me = sys.executable, str(Path(__file__).resolve())
     out = work / peer
-    if peer in ("job", "job_20"):
-        src = corpus if peer == "job" else small
+    if peer.startswith("job"):
+        src = small if peer.endswith("_20") else corpus
         cmd = [py, "-m", "simhash_spark", "dedup", "--input", src, "--output", str(out), "--quiet"]
+        if "spark_link" in peer:  # the Spark linking steps even where the driver would link
+            cmd += ["--set", "cluster.local_max_documents=0"]
         return cmd, out / "pairs"
     return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
 
