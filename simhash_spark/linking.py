@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -182,7 +182,7 @@ class _Identical:
 
     groups: DataFrame  # id (the representative), fingerprint, group size
     members: DataFrame
-    totals: Row  # distinct, fingerprints, groups, largest, cut, within
+    totals: dict[str, Any]  # distinct, fingerprints, groups, shared, largest, cut, within
 
     @property
     def reps(self) -> DataFrame:
@@ -210,7 +210,7 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
         keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
     groups = ctx.persist(fingerprint_groups(keyed))
     members = ctx.persist(group_members(keyed, groups))
-    totals = groups.agg(
+    row = groups.agg(
         F.count(F.lit(1)).alias("distinct"),
         F.count_distinct(C.FINGERPRINT).alias("fingerprints"),
         F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
@@ -218,7 +218,11 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
         F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
         F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
     ).first()
-    assert totals is not None
+    assert row is not None
+    totals = {**row.asDict(), "shared": int(row["groups"])}
+    if C.TEXT_HASH in keyed.columns:  # groups split by text: fingerprints shared across texts counted apart
+        shared = groups.groupBy(C.FINGERPRINT).agg(F.sum(GROUP_SIZE).alias("_n")).where(F.col("_n") > 1)
+        totals["shared"] = shared.count()
     return _Identical(groups, members, totals)
 
 
@@ -319,7 +323,7 @@ def _find(
 
 
 def _stats(
-    t: Mapping[str, Any] | Row,
+    t: Mapping[str, Any],
     design: _Design,
     rule: PairRule,
     k: int,
@@ -332,7 +336,10 @@ def _stats(
         "distinct_fingerprints": int(t["fingerprints"]),
         # rows of the band join: one per distinct fingerprint (and, with a text check, distinct text)
         "representatives": int(t["distinct"]),
-        "identical_fingerprint_groups": int(t["groups"]),
+        # fingerprints that two or more documents share, whatever their texts
+        "same_fingerprint_groups": int(t["shared"]),
+        # groups of two or more identical documents: same fingerprint and, with a text check, same text
+        "identical_groups": int(t["groups"]),
         "largest_identical_group": int(t["largest"]),
         "candidate_pairs_within_k": within_k,
         "representative_pairs_accepted": sum(by_reason.values()),

@@ -94,7 +94,8 @@ def test_identical_fingerprints_joined_once_and_expanded(spark, max_group, expec
     assert res.stats["pairs_complete"] is complete
     # with the text check, a9 (same fingerprint, other raw text) is a group of its own: it joins a0's
     # group through a distance-0 pair, accepted without a check
-    assert res.stats["identical_fingerprint_groups"] == 2 and res.stats["largest_identical_group"] == 5
+    assert res.stats["identical_groups"] == 2 and res.stats["largest_identical_group"] == 5
+    assert res.stats["same_fingerprint_groups"] == 2
     assert res.stats["distinct_fingerprints"] == 3 and res.stats["representatives"] == 4
     assert res.stats["candidate_pairs_within_k"] <= 3  # the join saw 4 representatives, not 10 documents
     res.unpersist()

@@ -97,6 +97,7 @@ def _totals(groups: _Groups, max_group: int) -> dict[str, int]:
         "distinct": len(size),
         "fingerprints": int(groups.reps["fingerprint"].nunique()),
         "groups": int((size > 1).sum()),
+        "shared": int((groups.reps.groupby("fingerprint")["group_size"].sum() > 1).sum()),
         "largest": int(size.max()) if len(size) else 0,
         "cut": int((size > max_group).sum()),
         "within": int(_within_group_pairs(size, max_group).sum()),
