@@ -426,7 +426,7 @@ def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]
             C.ID_A: pd.Series([r[0] for r in rows], dtype=local.nodes.dtype),
             C.ID_B: pd.Series([r[1] for r in rows], dtype=local.nodes.dtype),
             C.DISTANCE: pd.Series([r[2] for r in rows], dtype="int32"),
-            C.SIMILARITY: pd.array([r[3] for r in rows], dtype="Float64"),  # None stays null
+            C.SIMILARITY: pd.Series([r[3] for r in rows], dtype=object),  # None stays null (not NaN)
             C.REASON: pd.Series([r[4] for r in rows], dtype=object),
         }
     )

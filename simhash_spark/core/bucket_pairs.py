@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simhash_spark.core.simhash import to_unsigned
+from simhash_spark.core.simhash import popcount, to_unsigned
 
 SMALL = 48  # buckets below this size are compared together, grouped by size; larger ones one by one
 CHUNK = 1 << 21  # pairs (or matrix cells) held at once
@@ -62,7 +62,7 @@ def bucket_pairs(
     cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def emit(i: np.ndarray, j: np.ndarray) -> None:
-        d = np.bitwise_count(u[i] ^ u[j])
+        d = popcount(u[i] ^ u[j])
         close = d <= k
         if close.any():
             out_i.append(i[close])
@@ -80,7 +80,7 @@ def bucket_pairs(
         block = max(1, CHUNK // (hi - lo))
         for r0 in range(lo, hi, block):
             r1 = min(hi, r0 + block)
-            dist = np.bitwise_count(u[r0:r1, None] ^ u[None, lo:hi])
+            dist = popcount(u[r0:r1, None] ^ u[None, lo:hi])
             rows, cols = np.nonzero(dist <= k)
             i, j = rows + r0, cols + lo
             keep = j > i
@@ -96,4 +96,4 @@ def bucket_pairs(
     first = _first_table_is(np.asarray(tables)[i], diff, m)
     i, j, diff = i[first], j[first], diff[first]
     order = np.lexsort((j, i))
-    return i[order], j[order], np.bitwise_count(diff[order]).astype(np.int32)
+    return i[order], j[order], popcount(diff[order]).astype(np.int32)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from simhash_spark.core.rules import PairRule
-from simhash_spark.core.simhash import to_unsigned
+from simhash_spark.core.simhash import popcount, to_unsigned
 
 
 def within_k_forest(
@@ -46,7 +46,7 @@ def within_k_forest(
             rest = rest[~reached[rest]]
             if not len(rest):
                 break
-            dist = np.bitwise_count(u[rest] ^ u[i])
+            dist = popcount(u[rest] ^ u[i])
             close = dist <= k
             for c, d in zip(rest[close].tolist(), dist[close].tolist(), strict=True):
                 a, b = (i, c) if i < c else (c, i)

@@ -76,6 +76,19 @@ def to_unsigned(values: np.ndarray) -> np.ndarray:
     return a.view(np.uint64) if a.dtype == np.int64 else np.asarray(a, np.uint64)
 
 
+_BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
+
+
+def popcount(values: np.ndarray) -> np.ndarray:
+    """Set bits of each uint64 (or int64) value, as uint8: ``np.bitwise_count`` on numpy 2, a byte table
+    on numpy 1 (which PySpark 3.5 environments often pin)."""
+    a = np.asarray(values)
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(a)
+    u = np.ascontiguousarray(a.astype(np.uint64, copy=False))
+    return _BYTE_BITS[u.view(np.uint8)].reshape(*u.shape, 8).sum(axis=-1, dtype=np.uint8)
+
+
 def to_hex(value: int) -> str:
     """16 lowercase hex digits of the unsigned value (signed input accepted)."""
     return f"{value & 0xFFFFFFFFFFFFFFFF:016x}"

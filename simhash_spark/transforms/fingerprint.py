@@ -75,13 +75,22 @@ def is_fingerprinted(status: Column) -> Column:
     return status.isin(*FINGERPRINTED)
 
 
+def _made_valid(text: Column) -> Column:
+    if hasattr(F, "make_valid_utf8"):  # Spark 4
+        return F.make_valid_utf8(text)
+    # Spark 3.5: decoding the bytes replaces each malformed sequence with U+FFFD
+    return F.decode(text.cast("binary"), "UTF-8")
+
+
 def _is_invalid_utf8(text: Column) -> Column:
-    return F.coalesce(~F.is_valid_utf8(text), F.lit(False))
+    if hasattr(F, "is_valid_utf8"):  # Spark 4
+        return F.coalesce(~F.is_valid_utf8(text), F.lit(False))
+    return F.coalesce(_made_valid(text) != text, F.lit(False))
 
 
 def valid_text(text: Column) -> Column:
     """The text with invalid UTF-8 sequences replaced by U+FFFD (Arrow cannot hand them to Python)."""
-    return F.when(_is_invalid_utf8(text), F.make_valid_utf8(text)).otherwise(text)
+    return F.when(_is_invalid_utf8(text), _made_valid(text)).otherwise(text)
 
 
 def add_title_fingerprints(fps: DataFrame, *, model: ModelOptions) -> DataFrame:
