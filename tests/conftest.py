@@ -6,6 +6,8 @@ import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# PySpark 3.5's pyspark.testing imports pandas-on-Spark, which warns (an error here) unless this is set
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 CORPORA = Path(os.environ.get("SIMHASH_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
 

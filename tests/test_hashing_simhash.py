@@ -141,3 +141,15 @@ def test_mix64_many_equals_the_scalar_hash(texts):
     from simhash_spark.core.mix64 import mix64, mix64_many
 
     assert mix64_many(texts).tolist() == [mix64(t) for t in texts]
+
+
+def test_popcount_with_and_without_numpy_bitwise_count(monkeypatch):
+    """numpy 1 (PySpark 3.5 environments) has no np.bitwise_count: the byte table gives the same counts."""
+    from simhash_spark.core.simhash import popcount
+
+    rng = np.random.default_rng(9)
+    values = rng.integers(-(2**63), 2**63 - 1, size=(50, 3), dtype=np.int64)
+    want = np.array([[bin(int(v) & (2**64 - 1)).count("1") for v in row] for row in values])
+    assert (popcount(values) == want).all()
+    monkeypatch.delattr(np, "bitwise_count", raising=False)
+    assert (popcount(values.view(np.uint64)) == want).all() and popcount(values).shape == (50, 3)
