@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.core.bands import BandScheme, parse_scheme
+from simhash_spark.core.simhash import popcount
 from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
 
 
@@ -29,7 +30,7 @@ def planted_fingerprints(seed: int, n_random: int, n_centres: int, k: int) -> np
 
 def brute_force_pairs(ids: list, fps: np.ndarray, k: int) -> set:
     u = fps.view(np.uint64)
-    d = np.bitwise_count(u[:, None] ^ u[None, :])
+    d = popcount(u[:, None] ^ u[None, :])
     out = set()
     for i, j in zip(*np.nonzero(d <= k), strict=True):
         a, b = ids[i], ids[j]

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from simhash_spark.core.forest import within_k_forest
+from simhash_spark.core.simhash import popcount
 from tests.test_candidates_spark import brute_force_pairs, planted_fingerprints
 from tests.test_components_spark import union_find
 
@@ -15,7 +16,7 @@ def test_forest_has_the_components_of_the_full_graph(seed, k):
     edges = within_k_forest(fps, k)
     u = fps.view(np.uint64)
     for i, j, d in edges:
-        assert i < j and d == int(np.bitwise_count(u[i] ^ u[j])) <= k
+        assert i < j and d == int(popcount(u[i] ^ u[j])) <= k
     want = union_find([(a, b) for a, b, _ in full])
     got = union_find([(i, j) for i, j, _ in edges])
     assert got == want

@@ -21,6 +21,7 @@ from bench.quality.minhash import minhash_pairs
 from bench.quality.truth import pair_jaccard, shingle_sets
 from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import Fingerprinter, FingerprintOptions, ModelOptions
+from simhash_spark.core.simhash import popcount
 
 DEFAULT_CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 THRESHOLD = 0.8
@@ -59,7 +60,7 @@ def all_distances(fps: list[np.ndarray]) -> np.ndarray:
     out = np.empty(n * (n - 1) // 2, dtype=np.uint8)
     pos = 0
     for i in range(n - 1):
-        d = sum(np.bitwise_count(f[i] ^ f[i + 1 :]) for f in fps)
+        d = sum(popcount(f[i] ^ f[i + 1 :]) for f in fps)
         out[pos : pos + n - 1 - i] = d
         pos += n - 1 - i
     return out

@@ -27,6 +27,7 @@ from bench.quality.truth import pair_jaccard, shingle_sets
 from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.shingles import edit_similarity, shingle_jaccard
+from simhash_spark.core.simhash import popcount
 
 NORM = NormalizeOptions()
 TIERS = ("none", "jaccard5>=0.8", "edit>=0.8", "edit>=0.9")
@@ -58,7 +59,7 @@ def pair_sets(corpora: Path) -> dict:
         ):
             f1, _ = fingerprints(t1, feats)
             f2, _ = fingerprints(t2, feats)
-            d = np.bitwise_count(f1 ^ f2)
+            d = popcount(f1 ^ f2)
             for k in (3, 6, 12):
                 for tier in TIERS:
                     flagged = np.asarray(

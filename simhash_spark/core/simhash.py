@@ -82,10 +82,11 @@ _BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
 def popcount(values: np.ndarray) -> np.ndarray:
     """Set bits of each uint64 (or int64) value, as uint8: ``np.bitwise_count`` on numpy 2, a byte table
     on numpy 1 (which PySpark 3.5 environments often pin)."""
-    u = np.ascontiguousarray(to_unsigned(values))  # numpy counts a negative int64's absolute value
+    u = to_unsigned(values)  # numpy counts a negative int64's absolute value
     if hasattr(np, "bitwise_count"):
         return np.bitwise_count(u)
-    return _BYTE_BITS[u.view(np.uint8)].reshape(*u.shape, 8).sum(axis=-1, dtype=np.uint8)
+    flat = np.ascontiguousarray(u.reshape(-1))
+    return _BYTE_BITS[flat.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint8).reshape(u.shape)
 
 
 def to_hex(value: int) -> str:
