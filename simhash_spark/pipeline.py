@@ -135,13 +135,7 @@ def dedup(
     docs, fps, status_counts = _fingerprint(spark, raw, cfg, ctx, source=source)
     looked = None
     if index is not None:
-        with ctx.stage("index_lookup"):
-            if index.rebuilt_from is not None:
-                index.rebuild(cfg)
-            looked = index.lookup(fps, cfg.policy.largest, ctx)
-            if looked.fps is not fps:  # ids the index holds already: their status changed
-                fps = ctx.persist(looked.fps)
-                status_counts = _status_counts(fps)
+        looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
     keyed, texts, titles = _link_inputs(fps, docs, cfg, looked)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
@@ -197,6 +191,20 @@ def _fingerprint(
         assert totals is not None
         validate_ids(totals, raw, cfg, source=source)
     return docs, fps, {s: int(totals[s]) for s in STATUSES}
+
+
+def _index_lookup(
+    index: IndexSession, fps: DataFrame, status_counts: dict[str, int], cfg: Config, ctx: RunContext
+) -> tuple[Lookup, DataFrame, dict[str, int]]:
+    """(the lookup, fps and rows per status): ids the index holds already change status."""
+    with ctx.stage("index_lookup"):
+        if index.rebuilt_from is not None:
+            index.rebuild(cfg)
+        looked = index.lookup(fps, cfg.policy.largest, ctx)
+        if looked.fps is not fps:
+            fps = ctx.persist(looked.fps)
+            status_counts = _status_counts(fps)
+    return looked, fps, status_counts
 
 
 def _status_sums() -> list[Column]:
