@@ -22,13 +22,12 @@ from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig, Config
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
-from simhash_spark.core.designs import DesignRules
 from simhash_spark.core.link_local import Documents, LinkSettings, LocalLinked, find_candidates, link_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
 from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
 from simhash_spark.transforms.components import connected_components
-from simhash_spark.transforms.designs import choose_design
+from simhash_spark.transforms.designs import choose_design, design_rules
 from simhash_spark.transforms.hot_buckets import hot_bucket_forest, large_buckets
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
@@ -123,16 +122,23 @@ def link(
         assert titles is not None
         with ctx.stage("titles"):
             found = _add_title_pairs(found, keyed, titles, params, ctx)
-    elif params.title_rule == "and":
-        found.stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
-    found.stats["pairs_accepted"] = found.n_pairs
     with ctx.stage("clusters"):
         comps = connected_components(
             found.edges, max_iterations=params.max_iterations, local_max_edges=params.local_max_edges
         )
-    found.stats["components_iterations"] = comps.iterations
-    found.stats["components_method"] = comps.method
+    _finish_stats(found.stats, params, found.n_pairs, iterations=comps.iterations, method=comps.method)
     return Linked(found.pairs, comps.assignments, found.stats)
+
+
+def _finish_stats(
+    stats: dict[str, Any], params: LinkParams, n_pairs: int, *, iterations: int, method: str
+) -> None:
+    """The statistics both linking paths add last: the title rule "and", pairs accepted, components."""
+    if params.title_rule == "and":
+        stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
+    stats["pairs_accepted"] = n_pairs
+    stats["components_iterations"] = iterations
+    stats["components_method"] = method
 
 
 def _add_title_pairs(
@@ -210,19 +216,28 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
         keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
     groups = ctx.persist(fingerprint_groups(keyed))
     members = ctx.persist(group_members(keyed, groups))
-    row = groups.agg(
-        F.count(F.lit(1)).alias("distinct"),
-        F.count_distinct(C.FINGERPRINT).alias("fingerprints"),
-        F.coalesce(F.sum((F.col(GROUP_SIZE) > 1).cast("long")), F.lit(0)).alias("groups"),
-        F.coalesce(F.max(GROUP_SIZE), F.lit(0)).alias("largest"),
-        F.coalesce(F.sum((F.col(GROUP_SIZE) > limit).cast("long")), F.lit(0)).alias("cut"),
-        F.coalesce(F.sum(within_group_pairs(F.col(GROUP_SIZE), limit)), F.lit(0)).alias("within"),
+    # per fingerprint first (a fingerprint splits into several groups under a text check), then over all:
+    # one action for every total
+    size = F.col(GROUP_SIZE)
+    per_fp = groups.groupBy(C.FINGERPRINT).agg(
+        F.count(F.lit(1)).alias("g"),
+        F.sum(size).alias("n"),
+        F.sum((size > 1).cast("long")).alias("multi"),
+        F.max(size).alias("largest"),
+        F.sum((size > limit).cast("long")).alias("cut"),
+        F.sum(within_group_pairs(size, limit)).alias("within"),
+    )
+    row = per_fp.agg(
+        F.coalesce(F.sum("g"), F.lit(0)).alias("distinct"),
+        F.count(F.lit(1)).alias("fingerprints"),
+        F.coalesce(F.sum("multi"), F.lit(0)).alias("groups"),
+        F.coalesce(F.sum((F.col("n") > 1).cast("long")), F.lit(0)).alias("shared"),
+        F.coalesce(F.max("largest"), F.lit(0)).alias("largest"),
+        F.coalesce(F.sum("cut"), F.lit(0)).alias("cut"),
+        F.coalesce(F.sum("within"), F.lit(0)).alias("within"),
     ).first()
     assert row is not None
-    totals = {**row.asDict(), "shared": int(row["groups"])}
-    if C.TEXT_HASH in keyed.columns:  # groups split by text: fingerprints shared across texts counted apart
-        shared = groups.groupBy(C.FINGERPRINT).agg(F.sum(GROUP_SIZE).alias("_n")).where(F.col("_n") > 1)
-        totals["shared"] = shared.count()
+    totals = row.asDict()
     return _Identical(groups, members, totals)
 
 
@@ -451,14 +466,7 @@ def _link_on_driver(
     """``link`` with ``core.link_local``: the documents' fingerprints collected once, texts fetched only
     for the pairs the rule checks, the results handed back as DataFrames."""
     rule, k = params.rule, params.rule.largest_k
-    settings = LinkSettings(
-        rule,
-        params.bands.scheme,
-        DesignRules(
-            params.bands.min_recall, params.bands.auto_max_pairs_per_doc, params.bands.hot_bucket_limit
-        ),
-        params.pairs_max_group,
-    )
+    settings = LinkSettings(rule, params.bands.scheme, design_rules(params.bands), params.pairs_max_group)
     with ctx.stage("candidates"):
         found = find_candidates(_documents(keyed, titles, rule), settings)
     with ctx.stage("verify"):
@@ -469,9 +477,5 @@ def _link_on_driver(
     stats = _stats(
         local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
     )
-    if params.title_rule == "and":
-        stats["title"] = {"rule": "and", "max_distance": params.title_max_distance}
-    stats["pairs_accepted"] = local.n_pairs
-    stats["components_iterations"] = 0
-    stats["components_method"] = "local"
+    _finish_stats(stats, params, local.n_pairs, iterations=0, method="local")
     return Linked(pairs, assignments, stats)

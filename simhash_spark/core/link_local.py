@@ -162,13 +162,10 @@ def _candidates(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Band-join pairs of representatives (indices into ``reps``, i < j by position) and their distances."""
     fps = reps["fingerprint"].to_numpy(dtype=np.int64)
-    hot_keys = {(t, key) for t, key in hot}
     tables, keys, rows = [], [], []
     for t, table_keys in enumerate(_table_keys(fps, masks)):
-        keep = np.ones(len(fps), dtype=bool)
-        if hot_keys:
-            keep = np.array([(t, int(v)) not in hot_keys for v in table_keys.tolist()], dtype=bool)
-        idx = np.flatnonzero(keep)
+        skip = np.array([key for table, key in hot if table == t], dtype=np.int64)
+        idx = np.flatnonzero(~np.isin(table_keys, skip))
         tables.append(np.full(len(idx), t, dtype=np.int64))
         keys.append(table_keys[idx])
         rows.append(idx)
@@ -195,19 +192,18 @@ def _accept(
     use_titles = rule.title_max_distance is not None
     kept = []
     for a, b, d in cands:
-        shorter = min(n_chars[a], n_chars[b]) if rule.policy.steps else 0
         td = _title_distance(docs.titles, a, b) if use_titles else None
-        if d <= rule.policy.k_for_length(shorter) and rule.titles_agree(td):
-            kept.append((a, b, d, shorter, td))
+        if d <= rule.k(n_chars[a], n_chars[b]) and rule.titles_agree(td):
+            kept.append((a, b, d, td))
     to_check = [c for c in kept if rule.needs_text_check(c[2])]
     text_of = texts({x for c in to_check for x in c[:2]}) if to_check else {}
     out: list[PairRow] = []
-    for a, b, d, shorter, td in kept:
+    for a, b, d, td in kept:
         sim = None
         if rule.needs_text_check(d):
             ta, tb = text_of.get(a), text_of.get(b)
             sim = rule.similarity(ta, tb) if ta is not None and tb is not None else 0.0
-        reason = rule.reason(d, shorter, shorter, similarity=sim, title_distance=td)
+        reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td)
         if reason is not None:
             out.append((a, b, d, sim, reason))
     return out

@@ -41,6 +41,11 @@ def _sampled_buckets(sample: DataFrame, designs: list[BandScheme], k: int) -> di
     return {int(r["d"]): r for r in rows}
 
 
+def design_rules(cfg: BandsConfig) -> DesignRules:
+    """What ``core.designs.decide_design`` needs of the ``[bands]`` configuration."""
+    return DesignRules(cfg.min_recall, cfg.auto_max_pairs_per_doc, cfg.hot_bucket_limit)
+
+
 def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
     """In: ``fps`` (``id``, ``fingerprint``), one row per distinct fingerprint, ``n`` of them.
     Returns the design and the numbers behind the choice (for summary.json)."""
@@ -54,7 +59,7 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
         n=n,
         k=k,
         fraction=fraction,
-        rules=DesignRules(cfg.min_recall, cfg.auto_max_pairs_per_doc, cfg.hot_bucket_limit),
+        rules=design_rules(cfg),
         bits=lambda: bit_frequencies(hash_sample(fps, fraction)),
     )
 
