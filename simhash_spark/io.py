@@ -34,7 +34,7 @@ def read_input(spark: SparkSession, *, path: str | None = None, table: str | Non
             return spark.read.table(table)
         assert path is not None
         files = _listing(spark, path)
-        # Merging schemas reads every file's footer in a Spark job of its own: only when there are several
+        # merging schemas reads every file's footer; a single file has a single schema
         merge = files is None or sum(1 for f in files if not _hidden(f)) > 1
         df = spark.read.option("mergeSchema", str(merge).lower()).parquet(path)
     except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
