@@ -28,16 +28,7 @@ def collect_report(
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
     each with its first members by id."""
     multi = documents.where(F.col(C.CLUSTER_SIZE) > 1)
-    # one row per cluster (its representative), collected once: the size histogram and the choice of
-    # examples both come from it
-    heads = (
-        multi.where(~F.col(C.IS_DUPLICATE))
-        .select(C.CLUSTER_ID, C.CLUSTER_SIZE, F.xxhash64(C.CLUSTER_ID).alias("_h"))
-        .collect()
-    )
-    sizes: dict[int, int] = {}
-    for r in heads:
-        sizes[int(r[C.CLUSTER_SIZE])] = sizes.get(int(r[C.CLUSTER_SIZE]), 0) + 1
+    sizes, chosen = _sizes_and_chosen(multi)
     dists = {int(r[C.DISTANCE]): int(r["count"]) for r in pairs.groupBy(C.DISTANCE).count().collect()}
     sims = [
         float(r[C.SIMILARITY])
@@ -47,21 +38,54 @@ def collect_report(
         .limit(SIMILARITY_SAMPLE)
         .collect()
     ]
-    chosen = _chosen_clusters(heads)
     if not chosen:
         return ReportData(summary, sizes, dists, sims, [])
     return ReportData(summary, sizes, dists, sims, _examples(documents, texts, chosen, cfg))
 
 
-def _chosen_clusters(heads: list[Any]) -> list[Any]:
-    """The largest clusters and more in a hash order of their ids."""
-    by_size = sorted(heads, key=lambda r: (-r[C.CLUSTER_SIZE], r[C.CLUSTER_ID]))
-    largest = [r[C.CLUSTER_ID] for r in by_size[: EXAMPLES // 2]]
-    taken = set(largest)
-    rest = sorted(
-        (r for r in heads if r[C.CLUSTER_ID] not in taken), key=lambda r: (r["_h"], r[C.CLUSTER_ID])
+def _sizes_and_chosen(multi: DataFrame) -> tuple[dict[int, int], list[Any]]:
+    """(clusters per size, the example clusters: the largest and more in a hash order of their ids), from
+    one collect of three bounded parts: the size histogram, the largest heads, the first heads by hash."""
+    heads = multi.where(~F.col(C.IS_DUPLICATE)).select(
+        C.CLUSTER_ID,
+        F.col(C.CLUSTER_SIZE).cast("long").alias(C.CLUSTER_SIZE),
+        F.xxhash64(C.CLUSTER_ID).alias("_h"),
     )
-    return largest + [r[C.CLUSTER_ID] for r in rest[: EXAMPLES - len(largest)]]
+    id_type = heads.schema[C.CLUSTER_ID].dataType
+    hist = (
+        heads.groupBy(C.CLUSTER_SIZE)
+        .agg(F.count(F.lit(1)).alias("_n"))
+        .select(
+            F.lit("size").alias("_part"),
+            F.lit(None).cast(id_type).alias(C.CLUSTER_ID),
+            C.CLUSTER_SIZE,
+            "_n",
+            F.lit(None).cast("long").alias("_h"),
+        )
+    )
+    largest = heads.orderBy(F.desc(C.CLUSTER_SIZE), C.CLUSTER_ID).limit(EXAMPLES // 2)
+    # EXAMPLES by hash: after leaving out any of the largest, enough remain
+    by_hash = heads.orderBy("_h", C.CLUSTER_ID).limit(EXAMPLES)
+    parts = [
+        frame.select(
+            F.lit(name).alias("_part"),
+            C.CLUSTER_ID,
+            C.CLUSTER_SIZE,
+            F.lit(None).cast("long").alias("_n"),
+            "_h",
+        )
+        for name, frame in (("largest", largest), ("hash", by_hash))
+    ]
+    rows = hist.unionByName(parts[0]).unionByName(parts[1]).collect()
+    sizes = {int(r[C.CLUSTER_SIZE]): int(r["_n"]) for r in rows if r["_part"] == "size"}
+    top = sorted(
+        (r for r in rows if r["_part"] == "largest"), key=lambda r: (-r[C.CLUSTER_SIZE], r[C.CLUSTER_ID])
+    )
+    chosen = [r[C.CLUSTER_ID] for r in top]
+    taken = set(chosen)
+    rest = sorted((r for r in rows if r["_part"] == "hash"), key=lambda r: (r["_h"], r[C.CLUSTER_ID]))
+    chosen += [r[C.CLUSTER_ID] for r in rest if r[C.CLUSTER_ID] not in taken][: EXAMPLES - len(chosen)]
+    return sizes, chosen
 
 
 def _examples(documents: DataFrame, texts: DataFrame, chosen: list[Any], cfg: Config) -> list[ExampleCluster]:
