@@ -121,7 +121,8 @@ def _add_dedup(sub: Any) -> None:
         "--run-date",
         metavar="YYYY-MM-DD",
         help="with --index: the batch's date (default: today, UTC); rerunning a date replaces its entries "
-        "and sees only the entries of earlier dates, as its first run did",
+        "and sees only the entries of earlier dates, as its first run did. With partitioned output tables: "
+        "the run_date partition the run replaces",
     )
     d.add_argument(
         "--allow-future-run-date",
@@ -138,8 +139,10 @@ def _add_dedup(sub: Any) -> None:
     d.add_argument(
         "--output-table-prefix",
         metavar="PREFIX",
-        help="also register the outputs as catalog tables PREFIXdocuments, PREFIXpairs, PREFIXclusters, "
-        "PREFIXdeduplicated (external tables over the published folders), e.g. --output-table-prefix dedup.news_",
+        help="also write the outputs to catalog tables PREFIXdocuments, PREFIXpairs, PREFIXclusters, "
+        "PREFIXdeduplicated, e.g. --output-table-prefix dedup.news_: external tables over the published "
+        "folders, or with output.table_layout = 'partitioned' tables partitioned by run_date (--run-date) "
+        "of which a run replaces only its own date",
     )
     _add_quiet(d)
     _add_common(d)
@@ -267,13 +270,19 @@ def _run_dedup(args: argparse.Namespace) -> int:
         overrides.append("output.overwrite=true")
     cfg = load_config(args.config, overrides)
     run_date = None
-    if args.index:
+    dated_tables = bool(args.output_table_prefix) and cfg.output.table_layout == "partitioned"
+    if args.index or dated_tables:
         from simhash_spark.index.session import check_run_date
 
         given = datetime.now(UTC).date().isoformat() if args.run_date is None else args.run_date
         run_date = check_run_date(given, allow_future=args.allow_future_run_date)
-    elif args.run_date is not None or args.rebuild_index or args.allow_future_run_date:
-        raise ConfigError("--run-date, --allow-future-run-date and --rebuild-index need --index")
+    elif args.run_date is not None or args.allow_future_run_date:
+        raise ConfigError(
+            "--run-date and --allow-future-run-date need --index or partitioned output tables "
+            "(--output-table-prefix with output.table_layout = 'partitioned')"
+        )
+    if args.rebuild_index and not args.index:
+        raise ConfigError("--rebuild-index needs --index")
     _refuse_existing_local_output(args.output, cfg.output.overwrite)
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
     summ = run(

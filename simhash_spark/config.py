@@ -45,7 +45,9 @@ def _config_source(path: str | os.PathLike[str]) -> Path:
     preset = PRESETS_DIR / f"{given.name}.toml"
     if preset.is_file():
         return preset
-    raise ConfigError(f"config {str(path)!r}: no such file, and not a preset (presets: {', '.join(presets())})")
+    raise ConfigError(
+        f"config {str(path)!r}: no such file, and not a preset (presets: {', '.join(presets())})"
+    )
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class OutputConfig:
     write_report: bool = True
     overwrite: bool = False
     pairs_max_group: int = 1000
+    table_layout: str = "external"
+    table_format: str = "parquet"
 
 
 @dataclass(frozen=True)
@@ -235,6 +239,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "features.shingle_weights": _choice(SHINGLE_WEIGHTS),
     "verify.measure": _choice(MEASURES),
     "title.rule": _choice(("and", "or")),
+    "output.table_layout": _choice(("external", "partitioned")),
+    "output.table_format": _identifier,
     "title.max_distance": lambda v: None if 0 <= v <= 16 else "must be between 0 and 16",
     "title.ngram_size": _at_least(1),
     "title.min_chars": _at_least(1),

@@ -15,8 +15,8 @@ from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.errors import ConfigError, InputError, OutputError, essence
-from simhash_spark.storage import FileSystem, join
+from simhash_spark.errors import ConfigError, InputError, essence
+from simhash_spark.storage import FileSystem
 from simhash_spark.transforms.clusters import policy_column
 
 log = logging.getLogger(__name__)
@@ -217,8 +217,6 @@ def write_parquet(df: DataFrame, path: str) -> None:
 
 
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
-OWNER_PROPERTY = "simhash_spark.output"  # set on every table the job registers: the tables it may replace
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def quote_identifier(name: str) -> str:
@@ -226,77 +224,18 @@ def quote_identifier(name: str) -> str:
     return ".".join("`" + part.replace("`", "``") + "`" for part in name.split("."))
 
 
-def output_tables(cfg: Config, prefix: str | None) -> dict[str, str]:
-    """Output folder name → catalog table name, for ``--output-table-prefix`` (``[catalog.][db.]prefix``,
-    every part letters, digits and underscores)."""
-    if not prefix:
-        return {}
-    names = [n for n in OUTPUTS if n != "deduplicated" or cfg.output.write_deduplicated]
-    tables = {n: f"{prefix}{n}" for n in names}
-    for table in tables.values():
-        parts = table.split(".")
-        if len(parts) > 3 or not all(_IDENTIFIER.match(p) for p in parts):
-            raise OutputError(
-                f"--output-table-prefix {prefix!r}: {table!r} is not a table name this job writes "
-                "([catalog.][database.]name, each part letters, digits and underscores, not starting with a digit)"
-            )
-    return tables
-
-
-def _describe(spark: SparkSession, table: str) -> dict[str, str]:
+def describe_table(spark: SparkSession, table: str) -> dict[str, str]:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {quote_identifier(table)}").collect()
     return {str(r[0]).strip(): str(r[1] or "").strip() for r in rows}
-
-
-def _owned(spark: SparkSession, table: str, name: str) -> str | None:
-    """None if ``table`` is one this job registered for output ``name``, else why not."""
-    info = _describe(spark, table)
-    kind = info.get("Type", "").upper()
-    props = info.get("Table Properties", "")
-    if kind != "EXTERNAL":
-        return f"it is a {kind.lower() or 'non-external'} table"
-    if f"{OWNER_PROPERTY}={name}" not in props.replace(" ", ""):
-        return f"it has no {OWNER_PROPERTY}={name} property (it was not registered by this job)"
-    location = info.get("Location", "")
-    if not location.rstrip("/").endswith("/" + name):
-        return f"its location {location} is not an output folder {name}/"
-    return None
-
-
-def check_tables(spark: SparkSession, tables: dict[str, str], *, overwrite: bool) -> None:
-    """Before any work: a target table that exists is replaced only with overwrite, and only if this job
-    registered it (an external table over an output folder, marked with ``OWNER_PROPERTY``)."""
-    for name, table in tables.items():
-        if not spark.catalog.tableExists(table):
-            continue
-        if not overwrite:
-            raise OutputError(f"table {table!r} already exists; pass --overwrite to replace it")
-        why = _owned(spark, table, name)
-        if why:
-            raise OutputError(f"table {table!r} exists and {why}; refusing to replace it")
 
 
 def table_location(spark: SparkSession, table: str) -> str | None:
     """Where a catalog table's files are (None for a view or a table without a location)."""
     try:
-        return _describe(spark, table).get("Location") or None
+        return describe_table(spark, table).get("Location") or None
     except Exception:
         return None
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def register_tables(spark: SparkSession, tables: dict[str, str], output: str) -> None:
-    """Point catalog tables at the published Parquet folders (external tables: dropping one never deletes
-    the output). Runs after the files are published, so a table never shows a partial run."""
-    check_tables(spark, tables, overwrite=True)  # again: the catalog may have changed during the run
-    for name, table in tables.items():
-        location = join(output, name)
-        spark.sql(f"DROP TABLE IF EXISTS {quote_identifier(table)}")
-        spark.sql(
-            f"CREATE TABLE {quote_identifier(table)} USING parquet LOCATION {_sql_string(location)} "
-            f"TBLPROPERTIES ({_sql_string(OWNER_PROPERTY)} = {_sql_string(name)})"
-        )
-        log.info("registered table %s -> %s", table, location)

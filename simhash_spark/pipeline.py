@@ -21,12 +21,9 @@ from simhash_spark.index.session import IndexSession, Lookup, run_record
 from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
     check_locations,
-    check_tables,
     id_totals,
-    output_tables,
     prepare_docs,
     read_input,
-    register_tables,
     validate_ids,
     validate_schema,
     write_parquet,
@@ -37,6 +34,7 @@ from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import render
 from simhash_spark.storage import FileSystem
+from simhash_spark.tables import OutputTables
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,
@@ -374,16 +372,16 @@ def run(
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Read, dedup, write every output into staging, (with an index) commit the batch to the index, then
-    publish the output atomically and register the published folders as catalog tables
-    ``PREFIX{documents,pairs,clusters,deduplicated}``. Returns the summary.
+    publish the output atomically and write the catalog tables ``PREFIX{documents,pairs,clusters,
+    deduplicated}`` from the published folders (simhash_spark.tables). Returns the summary.
 
     Nothing is published unless everything before succeeded, the index commit included: a run that exits
     non-zero leaves the previous output and the index as they were (docs/reliability.md)."""
     source = f"table {input_table}" if input_table else str(input_path)
-    tables = output_tables(cfg, output_table_prefix)
+    tables = OutputTables.from_config(cfg, output_table_prefix, run_date)
     out_fs = FileSystem(spark, output)
     check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
-    check_tables(spark, tables, overwrite=cfg.output.overwrite)
+    tables.check(spark, overwrite=cfg.output.overwrite)
     publisher = Publisher(
         out_fs, output, overwrite=cfg.output.overwrite, timeout_s=cfg.writers.lease_timeout_seconds
     )
@@ -395,7 +393,9 @@ def run(
             index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
         raw = read_input(spark, path=input_path, table=input_table)
         ctx = RunContext(Progress(SparkProbe(spark), show=show_progress))
-        summ = _compute_and_publish(spark, cfg, raw, source=source, publisher=publisher, index=index, ctx=ctx)
+        summ = _compute_and_publish(
+            spark, cfg, raw, source=source, publisher=publisher, index=index, tables=tables, ctx=ctx
+        )
     except BaseException:
         publisher.abort()
         if index is not None:
@@ -403,7 +403,7 @@ def run(
         raise
     if index is not None:
         index.finish()
-    register_tables(spark, tables, output)
+    tables.write(spark, output)
     return summ
 
 
@@ -415,6 +415,7 @@ def _compute_and_publish(
     source: str,
     publisher: Publisher,
     index: IndexSession | None,
+    tables: OutputTables,
     ctx: RunContext,
 ) -> dict[str, Any]:
     started = time.perf_counter()
@@ -426,6 +427,7 @@ def _compute_and_publish(
             write_parquet(result.clusters, publisher.path("clusters"))
             if cfg.output.write_deduplicated:
                 write_parquet(result.deduplicated, publisher.path("deduplicated"))
+            tables.prepare(spark, {name: publisher.path(name) for name in tables.names})
         if index is not None:
             assert result.totals is not None
             result.stats["monitor"] = index.monitor(result.totals.dedup_rate, cfg.monitor)

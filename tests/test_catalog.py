@@ -86,3 +86,50 @@ def test_read_metastore_table_and_write_outputs_as_tables(spark, tmp_path):
         expected = spark.read.parquet(str(local / name))
         assertDataFrameEqual(spark.read.parquet(str(out / name)), expected)
         assert counts[name] == expected.count()
+
+
+DAYS_SCRIPT = """
+import json, sys
+from simhash_spark.cli import main
+root, warehouse = sys.argv[1], sys.argv[2]
+common = ["--output-table-prefix", "daily.news_", "--set", "output.table_layout=partitioned",
+          "--spark-conf", "spark.sql.catalogImplementation=hive",
+          "--spark-conf", f"spark.sql.warehouse.dir={warehouse}", "--quiet"]
+runs = [("2026-11-01", "c1"), ("2026-11-02", "c2"), ("2026-11-03", "c3"), ("2026-11-02", "c4")]
+for i, (day, corpus) in enumerate(runs):
+    code = main(["dedup", "--input", f"{root}/{corpus}.parquet", "--output", f"{root}/out{i}", "--run-date", day,
+                 "--overwrite", *common])
+    assert code == 0, (day, corpus)
+from pyspark.sql import SparkSession
+spark = SparkSession.getActiveSession()
+counts = {}
+for name in ("documents", "pairs", "clusters", "deduplicated"):
+    rows = spark.table("daily.news_" + name).groupBy("run_date").count().collect()
+    counts[name] = {r["run_date"]: r["count"] for r in rows}
+    counts[name]["folders"] = [spark.read.parquet(f"{root}/out{i}/{name}").count() for i in range(4)]
+print(json.dumps(counts))
+"""
+
+
+def test_partitioned_tables_in_the_hive_metastore_over_three_dates_and_a_rerun(tmp_path):
+    warehouse = tmp_path / "warehouse"
+    for i, (n, seed) in enumerate([(40, 1), (50, 2), (30, 3), (20, 4)], start=1):
+        write_corpus(tmp_path / f"c{i}.parquet", n_docs=n, seed=seed)
+    hive_python("spark.sql('CREATE DATABASE daily')", tmp_path, warehouse)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-c", DAYS_SCRIPT, str(tmp_path), str(warehouse)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, by_date in counts.items():
+        folders = by_date.pop("folders")
+        # 11-01 and 11-03 as their runs wrote them; 11-02 as the rerun (out3) wrote it, not the first run
+        assert by_date == {"2026-11-01": folders[0], "2026-11-02": folders[3], "2026-11-03": folders[2]}, name
+        assert folders[1] != folders[3] or name in ("pairs", "clusters"), name
+    assert (warehouse / "daily.db" / "news_documents" / "run_date=2026-11-02").is_dir()

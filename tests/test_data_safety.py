@@ -9,7 +9,8 @@ from simhash_spark.cli import main
 from simhash_spark.config import load_config
 from simhash_spark.core.fingerprint import Fingerprinter
 from simhash_spark.errors import OutputError
-from simhash_spark.io import output_tables, quote_identifier
+from simhash_spark.io import quote_identifier
+from simhash_spark.tables import OutputTables
 
 TEXT = "新华社北京电 国务院总理今天主持召开常务会议，部署进一步做好稳就业工作，会议指出就业是最大的民生。" * 3
 
@@ -116,8 +117,11 @@ def test_table_prefixes_are_validated_and_quoted():
     cfg = load_config()
     for bad in ("victim --", "a;DROP TABLE b;", "db.`x`", "1abc_", "a.b.c.d_"):
         with pytest.raises(OutputError, match="is not a table name this job writes"):
-            output_tables(cfg, bad)
-    assert output_tables(cfg, "dedup.news_")["documents"] == "dedup.news_documents"
+            OutputTables.from_config(cfg, bad, None)
+    assert OutputTables.from_config(cfg, "dedup.news_", None).names["documents"] == "dedup.news_documents"
+    partitioned = load_config(overrides=["output.table_layout=partitioned"])
+    with pytest.raises(OutputError, match="needs the run's date"):
+        OutputTables.from_config(partitioned, "dedup.news_", None)
     assert quote_identifier("db.news_documents") == "`db`.`news_documents`"
     assert quote_identifier("we`ird") == "`we``ird`"
 
@@ -178,6 +182,91 @@ def test_tables_the_job_registered_are_replaced_on_overwrite(spark, tmp_path, ca
         for name in ("documents", "pairs", "clusters", "deduplicated"):
             spark.sql(f"DROP TABLE IF EXISTS owned_{name}")
     assert (tmp_path / "b" / "documents").is_dir()  # dropping the external tables kept the files
+
+
+def distinct_corpus(path, n=5):
+    """Documents that share no n-grams: no pairs."""
+    chars = [chr(0x4E00 + i) for i in range(n * 200)]
+    texts = ["".join(chars[i * 200 : (i + 1) * 200]) for i in range(n)]
+    pq.write_table(pa.table({"id": [f"u{i}" for i in range(n)], "text": texts}), path)
+    return path
+
+
+def test_partitioned_tables_replace_only_the_run_date(spark, tmp_path, capsys):
+    tables = {name: f"daily_{name}" for name in ("documents", "pairs", "clusters", "deduplicated")}
+    days = {
+        "2026-11-01": corpus(tmp_path / "d1.parquet", n=6),
+        "2026-11-02": corpus(tmp_path / "d2.parquet", n=8),
+    }
+    days["2026-11-03"] = corpus(tmp_path / "d3.parquet", n=4)
+
+    def run_day(day, inp, *extra, out=None):
+        args = ["dedup", "--input", str(inp), "--output", str(tmp_path / (out or day)), "--run-date", day]
+        args += ["--output-table-prefix", "daily_", "--set", "output.table_layout=partitioned", *extra]
+        return run(capsys, *args, "--set", "output.write_report=false")
+
+    def by_date(table):
+        rows = spark.table(table).groupBy("run_date").count().collect()
+        return {r["run_date"]: r["count"] for r in rows}
+
+    def folder(day, name):
+        return spark.read.parquet(str(tmp_path / day / name)).count()
+
+    try:
+        for day, inp in days.items():
+            assert run_day(day, inp)[0] == 0
+        first = {name: by_date(t) for name, t in tables.items()}
+        for day in days:
+            for name, table in tables.items():
+                assert first[name].get(day, 0) == folder(day, name), (table, day)
+        # a rerun without --overwrite is refused before any work, naming the partition
+        code, err = run_day("2026-11-02", days["2026-11-02"], out="elsewhere")
+        assert code == 2 and "already holds run_date = 2026-11-02" in err, err
+        assert not (tmp_path / "elsewhere").exists()
+        # rerun of the middle date with other input (no pairs at all): only that date changes
+        rerun = distinct_corpus(tmp_path / "r.parquet")
+        assert run_day("2026-11-02", rerun, "--overwrite")[0] == 0
+        after = {name: by_date(t) for name, t in tables.items()}
+        for name in tables:
+            for day in ("2026-11-01", "2026-11-03"):
+                assert after[name].get(day) == first[name].get(day), (name, day)
+            assert after[name].get("2026-11-02", 0) == folder("2026-11-02", name), name
+        assert after["documents"]["2026-11-02"] == 5 and "2026-11-02" not in after["pairs"]
+        ids = {r["id"] for r in spark.table("daily_documents").where("run_date = '2026-11-02'").collect()}
+        assert ids == {f"u{i}" for i in range(5)}
+        props = dict(spark.sql("SHOW TBLPROPERTIES daily_pairs").collect())
+        assert props["simhash_spark.output"] == "pairs" and props["simhash_spark.layout"] == "partitioned"
+    finally:
+        for table in tables.values():
+            spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_partitioned_layout_refuses_tables_it_did_not_create(spark, tmp_path, capsys):
+    spark.createDataFrame(
+        [(1, "precious", "2026-11-01")], "k int, v string, run_date string"
+    ).write.partitionBy("run_date").saveAsTable("theirs_pairs")
+    inp = corpus(tmp_path / "c.parquet")
+    try:
+        code, err = run(
+            capsys,
+            "dedup",
+            "--input",
+            str(inp),
+            "--output",
+            str(tmp_path / "out"),
+            "--overwrite",
+            "--run-date",
+            "2026-11-01",
+            "--output-table-prefix",
+            "theirs_",
+            "--set",
+            "output.table_layout=partitioned",
+        )
+        assert code == 2 and "'theirs_pairs' exists and was not created by this job" in err, err
+        assert spark.table("theirs_pairs").collect()[0]["v"] == "precious"
+        assert not (tmp_path / "out").exists() and not spark.catalog.tableExists("theirs_documents")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS theirs_pairs")
 
 
 # --- crawled HTML --------------------------------------------------------------------------------------
