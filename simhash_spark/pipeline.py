@@ -435,7 +435,7 @@ def _compute_and_publish(
         report = None
         if cfg.output.write_report:
             with result.ctx.stage("report"):
-                report = collect_report(result.stats, result.documents, result.pairs, result.texts, cfg)
+                report = collect_report(result.stats, result.documents, result.pairs, result.texts)
         if index is not None:
             with result.ctx.stage("index_write"):
                 _commit(index, result)

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from simhash_spark.report.render import ExampleCluster, ReportData, highlight, render
+from simhash_spark.report.render import ExampleCluster, Member, ReportData, figures, highlight, render
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
 
@@ -36,20 +36,38 @@ class Checker(HTMLParser):
             self.stack.pop()
 
 
+STATUSES = (
+    "ok",
+    "truncated",
+    "invalid_utf8",
+    "null_text",
+    "empty",
+    "too_short",
+    "no_features",
+    "already_indexed",
+)
+STAGES = ("validate", "fingerprint", "candidates", "verify", "clusters", "assemble", "write", "report")
+
+
 def sample() -> ReportData:
     summary = {
         "input": "/data/news.parquet",
-        "input_rows": 1000,
-        "duplicates": 120,
+        "input_rows": 1_000_000,
+        "duplicates": 120_000,
         "dedup_rate": 0.12,
-        "clusters": 70,
-        "largest_cluster": 9,
-        "pairs_accepted": 260,
-        "status": {"ok": 990, "empty": 6, "null_text": 4},
+        "clusters": 70_000,
+        "largest_cluster": 900,
+        "pairs_accepted": 260_000,
+        "pairs_complete": False,
+        "hot_buckets": 2,
+        "status": dict(zip(STATUSES, (990_000, 3, 2, 4, 6, 9_985, 0, 0), strict=True)),
         "largest_buckets": [{"band": 3, "key": "00000000ffff0000", "fingerprints": 44}],
-        "timings_s": {"fingerprint": 12.5, "candidates": 3.2, "verify": 1.1, "clusters": 2.0},
+        "stages": {
+            name: {"seconds": 0.4 + 37.5 * (i % 3), "tasks": 4, "rows": 10} for i, name in enumerate(STAGES)
+        },
+        "timings_s": {"fingerprint": 12.5, "total": 402.5},
         "bands": {"scheme": "lsh:120,22", "exact": False},
-        "verify": {"measure": "char_jaccard", "passed": 200},
+        "verify": {"measure": "char_jaccard", "min_similarity": 0.8, "passed": 200},
     }
     base = "国务院总理李强主持召开国务院常务会议，研究部署推动城市更新的有关工作。<b>&"
     examples = [
@@ -57,14 +75,87 @@ def sample() -> ReportData:
             f"c{i}",
             3,
             [
-                (f"c{i}", base, None, None),
-                (f"d{i}", base.replace("城市更新", "乡村振兴"), 7, 0.81),
-                (f"e{i}", "来源：新华网\n" + base, 4, 0.9),
+                Member(f"c{i}", base, f"e{i}", "来源：新华网\n" + base, 4, 0.9),
+                Member(f"d{i}", base.replace("城市更新", "乡村振兴"), f"c{i}", base, 7, 0.81),
+                Member(f"e{i}", "来源：新华网\n" + base, f"c{i}", base, 4, 0.9),
             ],
         )
         for i in range(20)
     ]
-    return ReportData(summary, {2: 50, 3: 15, 9: 5}, {0: 30, 4: 80, 7: 150}, [0.81, 0.9, 1.0] * 20, examples)
+    sizes = {2: 50_000, 3: 15_000, 4: 4_000, 7: 500, 12: 90, 20: 30, 40: 12, 100: 5, 300: 2, 900: 1}
+    distances = {d: 123_456 // (d + 1) for d in range(13)}
+    return ReportData(summary, sizes, distances, [0.81, 0.9, 1.0] * 20, examples)
+
+
+def _overlaps(fig) -> list[tuple[str, str]]:
+    """Pairs of visible texts (tick labels, axis labels, title, bar values) whose drawn boxes overlap."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = []
+    for ax in fig.axes:
+        for t in (
+            *ax.get_xticklabels(),
+            *ax.get_yticklabels(),
+            ax.xaxis.label,
+            ax.yaxis.label,
+            ax.title,
+            *ax.texts,
+        ):
+            if t.get_visible() and t.get_text().strip():
+                texts.append((t.get_text(), t.get_window_extent(renderer).expanded(1.0, 1.0)))
+    return [
+        (a, b)
+        for i, (a, box_a) in enumerate(texts)
+        for b, box_b in texts[i + 1 :]
+        if box_a.x0 < box_b.x1 - 1
+        and box_b.x0 < box_a.x1 - 1
+        and box_a.y0 < box_b.y1 - 1
+        and box_b.y0 < box_a.y1 - 1
+    ]
+
+
+def test_no_two_labels_of_a_plot_overlap():
+    import matplotlib.pyplot as plt
+
+    figs = figures(sample())
+    try:
+        assert len(figs) == 5
+        for fig in figs:
+            title = fig.axes[0].get_title()
+            assert _overlaps(fig) == [], title
+    finally:
+        for fig in figs:
+            plt.close(fig)
+
+
+def test_plots_show_what_a_reader_needs():
+    import matplotlib.pyplot as plt
+
+    figs = figures(sample())
+    try:
+        sizes, _, status, stage, sims = (fig.axes[0] for fig in figs)
+        assert status.get_xscale() == "linear" and sizes.get_xscale() == "linear"
+        # every status with documents is a bar with its count printed, however small
+        assert [t.get_text() for t in status.get_yticklabels()][::-1] == [
+            "ok",
+            "truncated",
+            "invalid_utf8",
+            "null_text",
+            "empty",
+            "too_short",
+        ]
+        assert {"990,000", "2", "3"} <= {t.get_text() for t in status.texts}
+        # the whole run is in the title, not a bar that dwarfs the stages
+        assert (
+            "total" not in [t.get_text() for t in stage.get_yticklabels()] and "402.5 s" in stage.get_title()
+        )
+        # the similarity axis spans where accepted pairs are, with the threshold marked
+        low, high = sims.get_xlim()
+        assert 0.75 <= low <= 0.8 and high >= 1.0
+        assert any("threshold 0.8" in t.get_text() for t in sims.texts)
+    finally:
+        for fig in figs:
+            plt.close(fig)
 
 
 def test_report_is_well_formed_and_self_contained():
@@ -83,6 +174,8 @@ def test_report_is_well_formed_and_self_contained():
     assert page.count('class="cluster"') == 20
     assert "&lt;b&gt;&amp;" in page  # texts escaped
     assert "<del>城市更新</del>" in page and "<ins>乡村振兴</ins>" in page
+    assert "its pair with c0: distance 7 bits, similarity 0.810" in page
+    assert 'class="warn"' in page  # pairs_complete = false is said, not hidden
 
 
 def test_highlight_marks_only_the_differences():
@@ -131,3 +224,29 @@ def test_report_renders_in_headless_chromium(tmp_path):
     non_white = (img < 0.95).any(axis=2).mean()
     assert 0.02 < non_white < 0.9, f"screenshot looks blank or broken ({non_white:.3f} non-white)"
     assert img.std() > 0.05
+
+
+def test_each_example_member_is_shown_with_the_pair_that_joined_it(spark):
+    """A chain a–b–c: c was joined by its pair with b (similarity 0.85), never compared with a; the report
+    must not show c against a (which would read as a similarity under the threshold)."""
+    from simhash_spark.report.collect import collect_report
+
+    documents = spark.createDataFrame(
+        [("a", "a", 3, False), ("b", "a", 3, True), ("c", "a", 3, True), ("x", "x", 1, False)],
+        "id string, cluster_id string, cluster_size int, is_duplicate boolean",
+    )
+    pairs = spark.createDataFrame(
+        [("a", "b", 3, 0.9), ("b", "c", 5, 0.85)], "id_a string, id_b string, distance int, similarity double"
+    )
+    texts = spark.createDataFrame(
+        [("a", "甲乙丙丁戊"), ("b", "甲乙丙丁己"), ("c", "庚乙丙丁己"), ("x", "无关")], "id string, text string"
+    )
+    report = collect_report({"input": "t"}, documents, pairs, texts)
+    (example,) = report.examples
+    shown = {m.id: (m.partner_id, m.distance, m.similarity, m.partner_text) for m in example.members}
+    assert shown == {
+        "a": ("b", 3, 0.9, "甲乙丙丁己"),
+        "b": ("a", 3, 0.9, "甲乙丙丁戊"),  # its better pair
+        "c": ("b", 5, 0.85, "甲乙丙丁己"),
+    }
+    assert "its pair with b: distance 5 bits, similarity 0.850" in render(report)

@@ -10,10 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config
-from simhash_spark.core.simhash import hamming
-from simhash_spark.core.verify import similarity
-from simhash_spark.report.render import ExampleCluster, ReportData
+from simhash_spark.report.render import ExampleCluster, Member, ReportData
 
 EXAMPLES = 20
 MEMBERS_SHOWN = 4
@@ -21,12 +18,12 @@ SIMILARITY_SAMPLE = 5000
 
 
 def collect_report(
-    summary: dict[str, Any], documents: DataFrame, pairs: DataFrame, texts: DataFrame, cfg: Config
+    summary: dict[str, Any], documents: DataFrame, pairs: DataFrame, texts: DataFrame
 ) -> ReportData:
     """In: the run's ``documents`` and ``pairs`` and the input ``texts`` (``id``, ``text``).
 
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
-    each with its first members by id."""
+    each with its first members by id and the accepted pair each is in."""
     multi = documents.where(F.col(C.CLUSTER_SIZE) > 1)
     sizes, chosen = _sizes_and_chosen(multi)
     dists = {int(r[C.DISTANCE]): int(r["count"]) for r in pairs.groupBy(C.DISTANCE).count().collect()}
@@ -40,7 +37,7 @@ def collect_report(
     ]
     if not chosen:
         return ReportData(summary, sizes, dists, sims, [])
-    return ReportData(summary, sizes, dists, sims, _examples(documents, texts, chosen, cfg))
+    return ReportData(summary, sizes, dists, sims, _examples(documents, pairs, texts, chosen))
 
 
 def _sizes_and_chosen(multi: DataFrame) -> tuple[dict[int, int], list[Any]]:
@@ -88,39 +85,69 @@ def _sizes_and_chosen(multi: DataFrame) -> tuple[dict[int, int], list[Any]]:
     return sizes, chosen
 
 
-def _examples(documents: DataFrame, texts: DataFrame, chosen: list[Any], cfg: Config) -> list[ExampleCluster]:
-    """Each chosen cluster's first members by id, with distance and similarity to the first."""
+def _examples(
+    documents: DataFrame, pairs: DataFrame, texts: DataFrame, chosen: list[Any]
+) -> list[ExampleCluster]:
+    """Each chosen cluster's first members by id, each with an accepted pair it is in (one collect)."""
     rank = F.row_number().over(Window.partitionBy(C.CLUSTER_ID).orderBy(C.ID))
     members = (
         documents.where(F.col(C.CLUSTER_ID).isin(chosen))
-        .select(C.CLUSTER_ID, C.CLUSTER_SIZE, C.ID, C.FINGERPRINT, rank.alias("_rank"))
+        .select(C.CLUSTER_ID, C.CLUSTER_SIZE, C.ID, rank.alias("_rank"))
         .where(F.col("_rank") <= MEMBERS_SHOWN)
-        .join(texts.select(C.ID, C.TEXT), on=C.ID, how="left")
-        .collect()
     )
+    rows = _with_partners(members, pairs, texts).collect()
     by_cluster: dict[Any, list[Any]] = {}
-    for r in members:
+    for r in rows:
         by_cluster.setdefault(r[C.CLUSTER_ID], []).append(r)
     examples = []
     for cid in chosen:
-        rows = sorted(by_cluster.get(cid, []), key=lambda r: r["_rank"])
-        if not rows:
-            continue
-        first = rows[0]
-        shown: list[tuple[str, str, int | None, float | None]] = [
-            (str(first[C.ID]), first[C.TEXT] or "", None, None)
-        ]
-        for r in rows[1:]:
-            dist = (
-                hamming(first[C.FINGERPRINT], r[C.FINGERPRINT])
-                if first[C.FINGERPRINT] is not None and r[C.FINGERPRINT] is not None
-                else None
+        shown = sorted(by_cluster.get(cid, []), key=lambda r: r["_rank"])
+        if shown:
+            examples.append(
+                ExampleCluster(str(cid), int(shown[0][C.CLUSTER_SIZE]), [_member(r) for r in shown])
             )
-            sim = (
-                similarity(first[C.TEXT] or "", r[C.TEXT] or "", cfg.verify, cfg.normalize)
-                if cfg.verify.enabled
-                else None
-            )
-            shown.append((str(r[C.ID]), r[C.TEXT] or "", dist, sim))
-        examples.append(ExampleCluster(str(cid), int(first[C.CLUSTER_SIZE]), shown))
     return examples
+
+
+def _with_partners(members: DataFrame, pairs: DataFrame, texts: DataFrame) -> DataFrame:
+    """``members`` with the accepted pair each is in, preferring a partner among the shown members of its
+    cluster, then the highest similarity, the smallest distance, the smallest partner id: the pair that
+    joined it, not a comparison with another member that may never have been a pair."""
+    both_ways = pairs.select(
+        F.col(C.ID_A).alias(C.ID), F.col(C.ID_B).alias("_partner"), C.DISTANCE, C.SIMILARITY
+    ).unionByName(
+        pairs.select(F.col(C.ID_B).alias(C.ID), F.col(C.ID_A).alias("_partner"), C.DISTANCE, C.SIMILARITY)
+    )
+    shown = members.select(F.col(C.ID).alias("_partner"), F.col(C.CLUSTER_ID).alias("_partner_cluster"))
+    candidates = (
+        members.select(C.ID, C.CLUSTER_ID)
+        .join(both_ways, on=C.ID)
+        .join(shown, on="_partner", how="left")
+        .withColumn("_near", (F.col("_partner_cluster") == F.col(C.CLUSTER_ID)).cast("int"))
+    )
+    order = Window.partitionBy(C.ID).orderBy(
+        F.desc_nulls_last("_near"), F.desc_nulls_last(C.SIMILARITY), C.DISTANCE, "_partner"
+    )
+    best = (
+        candidates.withColumn("_pick", F.row_number().over(order))
+        .where(F.col("_pick") == 1)
+        .select(C.ID, "_partner", C.DISTANCE, C.SIMILARITY)
+    )
+    partner_texts = texts.select(F.col(C.ID).alias("_partner"), F.col(C.TEXT).alias("_partner_text"))
+    return (
+        members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="left")
+        .join(best, on=C.ID, how="left")
+        .join(partner_texts, on="_partner", how="left")
+    )
+
+
+def _member(r: Any) -> Member:
+    partner = r["_partner"]
+    return Member(
+        id=str(r[C.ID]),
+        text=r[C.TEXT] or "",
+        partner_id=None if partner is None else str(partner),
+        partner_text=None if partner is None else r["_partner_text"],
+        distance=None if r[C.DISTANCE] is None else int(r[C.DISTANCE]),
+        similarity=None if r[C.SIMILARITY] is None else float(r[C.SIMILARITY]),
+    )

@@ -1,4 +1,5 @@
 """Rendering the run report from plain data (no Spark): plots with matplotlib, texts diffed with difflib.
+The example texts are shown as they are: a browser needs a CJK font to show Chinese (README).
 
 The page is one file with everything inline (PNG as data URIs, CSS in a style element), so it can be
 mailed, attached to a ticket or opened from object storage without the output folder around it.
@@ -12,6 +13,7 @@ import html
 import io
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,10 +21,24 @@ MAX_TEXT = 3000  # characters of each example text shown
 
 
 @dataclass(frozen=True)
+class Member:
+    """A shown cluster member and an accepted pair it is in (``partner_*``): the pair with a shown member
+    if it has one, else its best pair. ``partner_text`` is None when the partner's text is not in this
+    batch (a document matched in the index)."""
+
+    id: str
+    text: str
+    partner_id: str | None = None
+    partner_text: str | None = None
+    distance: int | None = None
+    similarity: float | None = None
+
+
+@dataclass(frozen=True)
 class ExampleCluster:
     cluster_id: str
     size: int
-    members: list[tuple[str, str, int | None, float | None]]  # (id, text, distance, similarity) to the first
+    members: list[Member]
 
 
 @dataclass(frozen=True)
@@ -43,42 +59,95 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _bar(title: str, xs: list[Any], ys: list[int], xlabel: str, ylabel: str, *, log: bool = False) -> str:
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    if xs:
-        ax.bar([str(x) for x in xs], ys, color="#3b6ea8")
-        if log and max(ys) > 50 * max(1, min(ys)):
-            ax.set_yscale("log")
+    return plt
+
+
+def _empty(ax: Any, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _plain(x: float, _pos: int) -> str:
+    """Tick labels as plain numbers with thousands separators (not matplotlib's "1e6" offset)."""
+    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:g}"
+
+
+def bar_figure(title: str, labels: list[str], counts: Sequence[float], xlabel: str, ylabel: str) -> Any:
+    """Vertical bars for short numeric labels (bits), each bar's count printed on it: a linear
+    axis where a small bar would be invisible still shows its number."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    if labels:
+        bars = ax.bar(labels, counts, color="#3b6ea8")
+        ax.bar_label(bars, labels=[f"{c:,}" for c in counts], fontsize=7, padding=2)
+        ax.margins(y=0.15)
+        ax.yaxis.set_major_formatter(_plain)
+        if len(labels) > 24:  # rotated, so long runs of labels stay apart
+            ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     else:
-        ax.text(0.5, 0.5, "nothing to show", ha="center", va="center", transform=ax.transAxes)
+        _empty(ax, "nothing to show")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if len(xs) > 20:
-        ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-    return _png(fig)
+    fig.tight_layout()
+    return fig
 
 
-def _hist(title: str, values: list[float], xlabel: str) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    if values:
-        ax.hist(values, bins=20, range=(min(0.0, min(values)), 1.0), color="#5a9e6f")
+def barh_figure(
+    title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str = "", fmt: str = "{:,}"
+) -> Any:
+    """Horizontal bars for named categories (statuses, stages, size ranges): names of any length stay readable, one
+    per row, and each value is printed at its bar's end."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.32 * max(3, len(labels))))
+    if labels:
+        bars = ax.barh(labels[::-1], values[::-1], color="#3b6ea8")
+        ax.bar_label(bars, labels=[fmt.format(v) for v in values[::-1]], fontsize=7, padding=2)
+        ax.margins(x=0.2)
+        ax.xaxis.set_major_formatter(_plain)
     else:
-        ax.text(0.5, 0.5, "no verified pairs", ha="center", va="center", transform=ax.transAxes)
+        _empty(ax, "nothing to show")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def similarity_figure(values: list[float], threshold: float | None) -> Any:
+    """Histogram over the range the similarities occupy (accepted pairs sit above the threshold), with
+    the threshold marked."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    if values:
+        low = min([*values, threshold if threshold is not None else 1.0])
+        low = max(0.0, int(low * 20) / 20)  # down to a multiple of 0.05
+        ax.hist(values, bins=20, range=(low, 1.0), color="#5a9e6f")
+        if threshold is not None:
+            ax.axvline(threshold, color="#b33", linestyle="--", linewidth=1)
+            ax.annotate(
+                f"threshold {threshold:g}",
+                (threshold, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(4, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color="#b33",
+            )
+    else:
+        _empty(ax, "no verified pairs")
+    ax.set_title("similarity of verified pairs")
+    ax.set_xlabel("similarity")
     ax.set_ylabel("pairs")
-    return _png(fig)
+    fig.tight_layout()
+    return fig
 
 
 def _size_buckets(sizes: dict[int, int]) -> tuple[list[str], list[int]]:
@@ -119,23 +188,36 @@ def _table(rows: list[tuple[Any, ...]], head: tuple[str, ...]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _example(ex: ExampleCluster) -> str:
-    first_id, first_text, _, _ = ex.members[0]
-    cells = []
-    for mid, text, dist, sim in ex.members[1:]:
-        left, right = highlight(first_text, text)
-        meta = f"distance {dist if dist is not None else '—'} bits"
-        if sim is not None:
-            meta += f", similarity {sim:.3f}"
-        cells.append(
-            f'<div class="pair"><div class="doc"><h4>{html.escape(str(first_id))}</h4><p>{left}</p></div>'
-            f'<div class="doc"><h4>{html.escape(str(mid))} <small>({meta})</small></h4><p>{right}</p></div></div>'
+def _member(m: Member) -> str:
+    meta = f"distance {m.distance if m.distance is not None else '—'} bits"
+    if m.similarity is not None:
+        meta += f", similarity {m.similarity:.3f}"
+    partner = html.escape(str(m.partner_id))
+    if m.partner_id is None or m.partner_text is None:
+        why = (
+            "no accepted pair found"
+            if m.partner_id is None
+            else f"joined by its pair with {partner}, whose text is not in this batch: {meta}"
         )
+        text = html.escape(m.text[:MAX_TEXT]) + ("…" if len(m.text) > MAX_TEXT else "")
+        return (
+            f'<div class="pair"><div class="doc"><h4>{html.escape(m.id)} <small>({why})</small></h4>'
+            f"<p>{text}</p></div></div>"
+        )
+    left, right = highlight(m.partner_text, m.text)
+    return (
+        f'<div class="pair"><div class="doc"><h4>{partner}</h4><p>{left}</p></div>'
+        f'<div class="doc"><h4>{html.escape(m.id)} <small>(its pair with {partner}: {meta})</small></h4>'
+        f"<p>{right}</p></div></div>"
+    )
+
+
+def _example(ex: ExampleCluster) -> str:
     shown = len(ex.members)
-    note = f" (first {shown} members)" if shown < ex.size else ""
+    note = f" (first {shown} members by id)" if shown < ex.size else ""
     return (
         f'<section class="cluster"><h3>cluster {html.escape(str(ex.cluster_id))}: {ex.size} documents{note}</h3>'
-        + "".join(cells)
+        + "".join(_member(m) for m in ex.members)
         + "</section>"
     )
 
@@ -149,37 +231,72 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 .doc p{white-space:pre-wrap;font-size:.9em;margin:.2em 0}.doc h4{margin:.2em 0;font-size:.9em}
 del{background:#f6c6c6;text-decoration:none}ins{background:#c6f0c6;text-decoration:none}
 .kpi{display:flex;gap:2em;flex-wrap:wrap}.kpi div{font-size:1.1em}.kpi b{display:block;font-size:1.6em}
+.warn{background:#fff4d6;border:1px solid #e0b84c;padding:.5em}
 """
 
 
-def _plots(data: ReportData, statuses: dict[str, int], stages: dict[str, dict[str, Any]]) -> list[str]:
+def figures(data: ReportData) -> list[Any]:
+    """The report's plots as matplotlib figures (rendered to PNG by ``render``; tests inspect them)."""
+    s = data.summary
+    statuses = {k: v for k, v in s.get("status", {}).items() if v}  # every status is in the table below
+    stages = _stages(s)
+    total = s.get("timings_s", {}).get("total")
     size_labels, size_counts = _size_buckets(data.cluster_sizes)
     dists = sorted(data.pair_distances)
-    plots = [
-        _bar("cluster sizes", size_labels, size_counts, "documents per cluster", "clusters", log=True),
-        _bar(
+    figs = [
+        barh_figure("cluster sizes", size_labels, size_counts, "clusters", "documents per cluster"),
+        bar_figure(
             "Hamming distance of accepted pairs",
-            dists,
+            [str(d) for d in dists],
             [data.pair_distances[d] for d in dists],
             "bits",
             "pairs",
         ),
-        _bar(
-            "documents per status", list(statuses), list(statuses.values()), "status", "documents", log=True
-        ),
-        _bar(
-            "time per stage", list(stages), [round(v["seconds"]) for v in stages.values()], "stage", "seconds"
+        barh_figure("documents per status", list(statuses), list(statuses.values()), "documents"),
+        barh_figure(
+            "time per stage" + (f" (whole run {total:.1f} s)" if total is not None else ""),
+            list(stages),
+            [float(v["seconds"]) for v in stages.values()],
+            "seconds",
+            fmt="{:.1f}",
         ),
     ]
     if data.pair_similarities:
-        plots.append(_hist("similarity of verified pairs", data.pair_similarities, "similarity"))
-    return plots
+        threshold = (s.get("verify") or {}).get("min_similarity")
+        figs.append(similarity_figure(data.pair_similarities, threshold))
+    return figs
+
+
+def _stages(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-stage timings without the whole-run total (which would dwarf every stage)."""
+    stages = s.get("stages") or {k: {"seconds": v} for k, v in s.get("timings_s", {}).items()}
+    return {k: v for k, v in stages.items() if k != "total"}
+
+
+def _completeness(s: dict[str, Any]) -> str:
+    """Whether pairs/ lists every pair, and the buckets that were too large to compare in full."""
+    rows = [
+        ("pairs_complete", s.get("pairs_complete", "—")),
+        ("groups written as stars", s.get("groups_written_as_stars", 0)),
+        ("hot buckets (compared as forests)", s.get("hot_buckets", 0)),
+        ("hot bucket forest edges", s.get("hot_bucket_forest_edges", 0)),
+    ]
+    if "largest_bit_skew" in s:
+        rows.append(("largest bit skew", s["largest_bit_skew"]))
+    warning = ""
+    if s.get("pairs_complete") is False or s.get("hot_buckets"):
+        warning = (
+            '<p class="warn">Not every pair is listed: identical groups larger than output.pairs_max_group '
+            "are written as stars, and hot buckets (over bands.hot_bucket_limit fingerprints) are linked as "
+            "spanning forests. Clusters are complete either way.</p>"
+        )
+    return warning + _table(rows, ("measure", "value"))
 
 
 def render(data: ReportData) -> str:
     s = data.summary
     statuses = s.get("status", {})
-    stages = s.get("stages") or {k: {"seconds": v} for k, v in s.get("timings_s", {}).items() if k != "total"}
+    stages = _stages(s)
     bands = s.get("bands", {})
     kpis = [
         ("documents", s.get("input_rows", 0)),
@@ -188,8 +305,9 @@ def render(data: ReportData) -> str:
         ("clusters", s.get("clusters", 0)),
         ("largest cluster", s.get("largest_cluster", 0)),
         ("pairs", s.get("pairs_accepted", 0)),
+        ("pairs complete", "yes" if s.get("pairs_complete", True) else "no"),
     ]
-    plots = _plots(data, statuses, stages)
+    plots = [_png(fig) for fig in figures(data)]
     buckets = [(b.get("band"), b.get("key"), b.get("fingerprints")) for b in s.get("largest_buckets", [])]
     parts = [
         "<!DOCTYPE html>",
@@ -202,6 +320,8 @@ def render(data: ReportData) -> str:
         + "</div>",
         "<h2>Plots</h2>",
         '<div class="grid">' + "".join(f'<img alt="plot" src="{p}">' for p in plots) + "</div>",
+        "<h2>Completeness</h2>",
+        _completeness(s),
         "<h2>Documents per status</h2>",
         _table(sorted(statuses.items()), ("status", "documents")),
         "<h2>Largest buckets</h2>",
@@ -214,8 +334,9 @@ def render(data: ReportData) -> str:
         "<h2>Bands and verification</h2>",
         f"<pre>{html.escape(json.dumps({'bands': bands, 'verify': s.get('verify')}, indent=1, ensure_ascii=False))}</pre>",
         f"<h2>Example clusters ({len(data.examples)})</h2>",
-        "<p>Each member is compared with the cluster's first document: "
-        "<del>only in the first</del>, <ins>only in the member</ins>.</p>",
+        "<p>Each member is shown with an accepted pair it is in (the pair with another shown member where "
+        "there is one), its distance and similarity those of that pair: "
+        "<del>only in the pair's other document</del>, <ins>only in the member</ins>.</p>",
         *(_example(e) for e in data.examples),
         "</body></html>",
     ]
