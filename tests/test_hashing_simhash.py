@@ -153,3 +153,22 @@ def test_popcount_with_and_without_numpy_bitwise_count(monkeypatch):
     assert (popcount(values) == want).all()
     monkeypatch.delattr(np, "bitwise_count", raising=False)
     assert (popcount(values.view(np.uint64)) == want).all() and popcount(values).shape == (50, 3)
+
+
+def test_set_bits_of_short_texts_are_centred_on_half():
+    """Short texts have few features, often an even number of them: ties in the bit vote are common. Ties
+    must not all go one way (they went to 0, so short texts had ~27 of 64 bits set and shared all-zero band
+    keys): over random short texts the set bits average 32, also for an even number of features."""
+    from simhash_spark.config import load_config
+    from simhash_spark.core.fingerprint import Fingerprinter
+    from simhash_spark.core.simhash import popcount
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(12, 40, size=3000)
+    texts = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 3000, size=n)) for n in lengths]
+    batch = Fingerprinter(load_config().model).batch(texts)
+    bits = popcount(np.asarray(batch.fingerprint, dtype=np.int64))
+    even = (lengths - load_config().model.features.ngram_size + 1) % 2 == 0
+    assert abs(bits.mean() - 32) < 0.5, bits.mean()
+    assert abs(bits[even].mean() - 32) < 0.5, bits[even].mean()
+    assert (bits <= 20).mean() < 0.01

@@ -33,7 +33,8 @@ from simhash_spark.core.fingerprint import ModelOptions
 FORMAT = 1
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
 # 2: unterminated HTML comments, CDATA sections and ">" inside attribute values (normalize.strip_html).
-FINGERPRINT_CODE_VERSION = 2
+# 3: a tied bit vote takes the bit of the document's smallest feature hash instead of 0 (core.simhash).
+FINGERPRINT_CODE_VERSION = 3
 _M64 = (1 << 64) - 1
 
 

@@ -1,7 +1,11 @@
 """Weighted bit voting (SimHash) over batches of documents, and Hamming distance (pure numpy).
 
 Bit i of a fingerprint is bit i of the feature hashes (LSB = bit 0): every feature adds its weight to
-the bits it has set and subtracts it from the others; a bit is set when its sum is strictly positive.
+the bits it has set and subtracts it from the others; a bit is set when its sum is positive. A tie (sum
+zero: common for short texts, whose features are few and often even in number) takes bit i of the
+document's smallest feature hash: unbiased (a tie has as many voters for 1 as for 0, and that feature is one
+of them), and the same for two near-duplicates as often as their smallest features agree — where sending
+every tie to 0 crowded short texts into fingerprints with few bits set and shared band keys.
 Fingerprints are unsigned 64-bit values; Spark stores them as signed LONG (the two's-complement view).
 """
 
@@ -33,12 +37,14 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
         # Equal weights (shingle features): a bit is set when more than half the features set it.
         # Integer counting gives the same bits as the float vote at a fraction of the memory traffic,
         # and a contiguous column sum per document is several times faster than reduceat along axis 0.
-        ones = _bit_counts(bits, starts, starts + counts[nonempty])
-        set_bits = 2 * ones > counts[nonempty, None]
+        margin = 2 * _bit_counts(bits, starts, starts + counts[nonempty]) - counts[nonempty, None]
     else:
         w = weights.astype(np.float64)[:, None]
         votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
-        set_bits = np.add.reduceat(votes, starts, axis=0) > 0
+        margin = np.add.reduceat(votes, starts, axis=0)
+    smallest = np.minimum.reduceat(hashes.astype(np.uint64), starts)
+    tie_bits = np.unpackbits(smallest.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    set_bits = (margin > 0) | ((margin == 0) & tie_bits.view(bool))
     packed = np.packbits(set_bits, axis=1, bitorder="little")
     out[nonempty] = packed.view("<u8").reshape(-1)
     return out
@@ -53,14 +59,16 @@ def _bit_counts(bits: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
 
 
 def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:
-    """The original article's loop, bit by bit: the reference the batched version is tested against."""
+    """The original article's loop, bit by bit (ties from the smallest feature hash): the reference the
+    batched version is tested against."""
     vector = [0.0] * BITS
     for h, w in zip(hashes, weights, strict=True):
         for i in range(BITS):
             vector[i] += w if (h >> i) & 1 else -w
+    tie_breaker = min(hashes, default=0)
     fp = 0
     for i in range(BITS):
-        if vector[i] > 0:
+        if vector[i] > 0 or (vector[i] == 0 and (tie_breaker >> i) & 1):
             fp |= 1 << i
     return fp
 
