@@ -52,6 +52,7 @@ def test_single_feature_fingerprint_is_its_hash():
     )
 )
 @example(docs=[[(0, 1.9872173672537876), (0, 34.0), (1, 1.9872173672537876), (1, 34.0)]])
+@example(docs=[[(5, 1.0), (5, 1.0), (2, 1.0), (7, 1.0)], [(3, 2.0), (12, 2.0)]])  # ties, repeated hashes
 def test_batch_equals_reference_loop(docs):
     hashes = np.array([h for d in docs for h, _ in d], dtype=np.uint64)
     weights = np.array([w for d in docs for _, w in d], dtype=np.float64)

@@ -2,11 +2,10 @@
 
 Bit i of a fingerprint is bit i of the feature hashes (LSB = bit 0): every feature adds its weight to
 the bits it has set and subtracts it from the others; a bit is set when its sum is positive. A tie (sum
-zero: common for short texts, whose features are few and often even in number) takes bit i of the
-document's smallest feature hash: unbiased (a tie has as many voters for 1 as for 0, and that feature is one
-of them), and the same for two near-duplicates as often as their smallest features agree — where sending
-every tie to 0 crowded short texts into fingerprints with few bits set and shared band keys.
-Fingerprints are unsigned 64-bit values; Spark stores them as signed LONG (the two's-complement view).
+zero: common for short texts, whose features are few and often even in number) takes the value of the
+nearest following bit (cyclically) whose vote is not tied. That is unbiased, since that bit is, and two
+near-duplicates agree on it as often as on any fingerprint bit. Sending every tie to 0 crowded short
+texts into fingerprints with few bits set, which then shared band keys.
 """
 
 from __future__ import annotations
@@ -42,12 +41,35 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
         w = weights.astype(np.float64)[:, None]
         votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
         margin = np.add.reduceat(votes, starts, axis=0)
-    smallest = np.minimum.reduceat(hashes.astype(np.uint64), starts)
-    tie_bits = np.unpackbits(smallest.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    set_bits = (margin > 0) | ((margin == 0) & tie_bits.view(bool))
+    set_bits = _resolve_ties(margin, np.minimum.reduceat(hashes.astype(np.uint64), starts))
     packed = np.packbits(set_bits, axis=1, bitorder="little")
     out[nonempty] = packed.view("<u8").reshape(-1)
     return out
+
+
+def _resolve_ties(margin: np.ndarray, smallest_hash: np.ndarray) -> np.ndarray:
+    """Set bits from per-document vote margins (documents × 64): positive → 1, negative → 0, zero → the
+    value of the nearest following non-zero margin, cyclically (every margin zero: the bits of the
+    document's smallest feature hash)."""
+    set_bits = margin > 0
+    rows = np.flatnonzero((margin == 0).any(axis=1))
+    if rows.size == 0:
+        return set_bits
+    part, open_ties, bits = margin[rows], margin[rows] == 0, set_bits[rows]
+    for shift in range(1, BITS):
+        following = np.roll(part, -shift, axis=1)
+        take = open_ties & (following != 0)
+        bits[take] = following[take] > 0
+        open_ties &= ~take
+        if not open_ties.any():
+            break
+    if open_ties.any():
+        fallback = np.unpackbits(
+            smallest_hash[rows].astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+        )
+        bits[open_ties] = fallback.view(bool)[open_ties]
+    set_bits[rows] = bits
+    return set_bits
 
 
 def _bit_counts(bits: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -59,16 +81,20 @@ def _bit_counts(bits: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
 
 
 def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:
-    """The original article's loop, bit by bit (ties from the smallest feature hash): the reference the
-    batched version is tested against."""
+    """The original article's loop, bit by bit (a tie takes the nearest following untied bit): the
+    reference the batched version is tested against."""
     vector = [0.0] * BITS
     for h, w in zip(hashes, weights, strict=True):
         for i in range(BITS):
             vector[i] += w if (h >> i) & 1 else -w
-    tie_breaker = min(hashes, default=0)
     fp = 0
     for i in range(BITS):
-        if vector[i] > 0 or (vector[i] == 0 and (tie_breaker >> i) & 1):
+        decided = next((vector[(i + s) % BITS] for s in range(BITS) if vector[(i + s) % BITS] != 0), None)
+        if decided is None:  # every bit tied
+            bit = bool(hashes) and (min(hashes) >> i) & 1
+        else:
+            bit = decided > 0
+        if bit:
             fp |= 1 << i
     return fp
 
