@@ -24,6 +24,7 @@ from simhash_spark.core.fingerprint import FingerprintOptions, ModelOptions
 from simhash_spark.core.hashing import HASHES
 from simhash_spark.core.index_model import MonitorOptions
 from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.shingles import ShortTextOptions
 from simhash_spark.core.tokenize import TokenizerOptions
 from simhash_spark.core.verify import MEASURES, ThresholdPolicy, VerifyOptions, parse_steps
 from simhash_spark.errors import ConfigError
@@ -132,6 +133,7 @@ class Config:
     tokenizer: TokenizerOptions = field(default_factory=TokenizerOptions)
     features: FeatureOptions = field(default_factory=FeatureOptions)
     fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
+    short_texts: ShortTextOptions = field(default_factory=ShortTextOptions)
     match: MatchConfig = field(default_factory=MatchConfig)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
     title: TitleConfig = field(default_factory=TitleConfig)
@@ -145,7 +147,7 @@ class Config:
 
     @property
     def model(self) -> ModelOptions:
-        return ModelOptions(self.normalize, self.tokenizer, self.features, self.fingerprint)
+        return ModelOptions(self.normalize, self.tokenizer, self.features, self.fingerprint, self.short_texts)
 
     @property
     def title_model(self) -> ModelOptions:
@@ -214,6 +216,19 @@ def _scheme(v: Any) -> str | None:
     return None
 
 
+def _variants(value: Any) -> str | None:
+    from simhash_spark.core.normalize import VARIANTS
+
+    if value not in VARIANTS:
+        return f"expected one of {', '.join(VARIANTS)}"
+    if value != "none":
+        try:
+            import opencc  # noqa: F401
+        except ImportError:
+            return "needs the opencc package (pip install opencc)"
+    return None
+
+
 _RULES: dict[str, Callable[[Any], str | None]] = {
     "input.id_column": _identifier,
     "input.text_columns": lambda v: None if v and all(v) else "must name at least one column",
@@ -224,6 +239,9 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
         else None
     ),
     "normalize.max_chars": _at_least(1),
+    "normalize.variants": _variants,
+    "short_texts.below_letters": _at_least(0),
+    "short_texts.ngram_size": _at_least(1),
     "tokenizer.backend": _choice(("fast", "jieba")),
     "tokenizer.user_dict_path": _existing_file,
     "features.mode": _choice(MODES),

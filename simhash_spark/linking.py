@@ -61,7 +61,7 @@ class LinkParams:
         title_rule = cfg.title.rule if titled else None
         and_distance = cfg.title.max_distance if title_rule == "and" else None
         return cls(
-            rule=PairRule(cfg.policy, cfg.verify, cfg.normalize, and_distance),
+            rule=PairRule(cfg.policy, cfg.verify, cfg.normalize, and_distance, cfg.short_texts),
             bands=cfg.bands,
             pairs_max_group=cfg.output.pairs_max_group,
             max_iterations=cfg.cluster.max_iterations,

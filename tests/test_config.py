@@ -129,10 +129,11 @@ def test_original_recipe_config():
 def test_presets_are_named_or_given_as_files(tmp_path):
     from simhash_spark.config import PRESETS_DIR, presets
 
-    assert presets() == ["default", "original"]
+    assert presets() == ["default", "original", "short"]
     assert load_config("original") == load_config(PRESETS_DIR / "original.toml")
     assert load_config("original").features.mode == "tfidf"
-    with pytest.raises(ConfigError, match=r"not a preset \(presets: default, original\)"):
+    assert load_config("short").short_texts.below_letters == 100
+    with pytest.raises(ConfigError, match=r"not a preset \(presets: default, original, short\)"):
         load_config("origin")
 
 
@@ -161,7 +162,7 @@ def test_the_wheel_ships_the_presets(tmp_path):
     )
     (wheel,) = tmp_path.glob("simhash_spark-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"simhash_spark/conf/default.toml", "simhash_spark/conf/original.toml"} <= set(names)
+    assert {f"simhash_spark/conf/{p}.toml" for p in ("default", "original", "short")} <= set(names)
 
 
 def test_overrides_as_a_mapping_round_trip_and_validate():

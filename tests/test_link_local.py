@@ -28,6 +28,8 @@ CONFIGS = {
         "match.length_steps=[[0, 14], [1200, 12]]",
         "verify.accept_distance=2",
     ],
+    # documents on both sides of the short-text length: 2-gram and 5-gram fingerprints, mixed pairs
+    "short_texts": ["short_texts.below_letters=400", "match.length_steps=[[0, 14], [400, 12]]"],
 }
 
 

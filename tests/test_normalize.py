@@ -105,3 +105,50 @@ def test_fast_paths_equal_the_plain_steps(text):
 )
 def test_malformed_html_never_swallows_text(html_text, expected):
     assert " ".join(strip_html(html_text).split()) == expected
+
+
+# --- traditional and simplified ------------------------------------------------------------------------
+
+SIMPLIFIED = "国务院总理主持召开常务会议，部署进一步做好稳就业工作。会议指出，就业是最大的民生，里面的问题要解决。"
+TRADITIONAL = "國務院總理主持召開常務會議，部署進一步做好穩就業工作。會議指出，就業是最大的民生，裡面的問題要解決。"
+
+
+@pytest.mark.parametrize("direction", ["t2s", "s2t"])
+def test_both_scripts_of_one_text_normalize_the_same(direction):
+    assert n(SIMPLIFIED) != n(TRADITIONAL)  # without a conversion they share few characters
+    assert n(SIMPLIFIED, variants=direction) == n(TRADITIONAL, variants=direction)
+    assert n(TRADITIONAL, variants="t2s") == n(SIMPLIFIED)
+
+
+@pytest.mark.parametrize("direction", ["t2s", "s2t"])
+def test_variant_characters_fold_with_their_standard_form(direction):
+    from simhash_spark.core.normalize import VARIANT_CHARACTERS
+
+    for variant, standard in VARIANT_CHARACTERS.items():
+        assert n(variant, variants=direction) == n(standard, variants=direction), (variant, standard)
+    # the variants OpenCC itself folds, and the ones it leaves (衞, 姪 and 眞 under s2t)
+    assert n("山峯的羣衆衞生眞姪", variants=direction) == n("山峰的群众卫生真侄", variants=direction)
+
+
+def test_variants_none_leaves_the_script_and_ascii_is_untouched():
+    assert n(TRADITIONAL, variants="none") == n(TRADITIONAL)
+    assert n("Plain ASCII, 2026.", variants="t2s") == n("Plain ASCII, 2026.")
+
+
+def test_variants_are_part_of_the_fingerprint_model():
+    from simhash_spark.config import load_config
+    from simhash_spark.core.index_model import model_differences, model_signature
+
+    none = model_signature(load_config().model, None)
+    t2s = model_signature(load_config(overrides=['normalize.variants="t2s"']).model, None)
+    diffs = [d.split(":")[0] for d in model_differences(none, t2s)]
+    assert diffs == ["body.normalize.variants", "body.normalize.variants_model"]
+    assert set(t2s["body"]["normalize"]["variants_model"]) == {"opencc", "variants_table_sha256"}
+
+
+def test_an_unknown_variants_value_names_the_key():
+    from simhash_spark.config import load_config
+    from simhash_spark.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"normalize\.variants: expected one of none, t2s, s2t"):
+        load_config(overrides=['normalize.variants="tw2s"'])

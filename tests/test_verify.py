@@ -90,3 +90,34 @@ def test_threshold_policy_by_length_of_shorter_document():
 def test_parse_steps_rejects(value, problem):
     with pytest.raises(ValueError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         parse_steps(value)
+
+
+# --- short texts ---------------------------------------------------------------------------------------
+
+
+def test_short_texts_are_fingerprinted_and_checked_on_their_own_n():
+
+    from simhash_spark.config import load_config
+    from simhash_spark.core.fingerprint import Fingerprinter
+    from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, letters
+    from simhash_spark.core.simhash import simhash_batch, to_signed
+
+    cfg = load_config(overrides=["short_texts.below_letters=30", "short_texts.ngram_size=2"])
+    short = "床前明月光，疑是地上霜。举头望明月，低头思故乡。"  # 20 letters, punctuation not counted
+    long = "新华社北京电 国务院总理今天主持召开常务会议，部署进一步做好稳就业工作，会议指出就业是最大的民生。"
+    assert letters(short) == 20 and letters(long) >= 30
+    got = Fingerprinter(cfg.model).batch([short, long])
+    h2, w2 = char_ngram_hashes(short, 2)
+    assert int(got.fingerprint[0]) == int(to_signed(simhash_batch(h2, w2, [len(h2)]))[0])
+    assert int(got.fingerprint[1]) == int(Fingerprinter(load_config().model).batch([long]).fingerprint[0])
+    assert got.n_chars.tolist() == [20, letters(long)]
+
+    opts, norm = cfg.verify, cfg.normalize
+    on = ShortTextOptions(below_letters=30, ngram_size=2)
+    edited = short.replace("霜", "雪")  # one letter of 20
+    assert similarity(short, edited, opts, norm) == pytest.approx(shingle_jaccard(short, edited, 5))
+    assert similarity(short, edited, opts, norm, on) == pytest.approx(shingle_jaccard(short, edited, 2))
+    assert shingle_jaccard(short, edited, 2) == pytest.approx(0.8) and shingle_jaccard(short, edited, 5) < 0.6
+    # a pair of a short and a long text is checked on the short n (its shorter text's), both ways
+    assert similarity(short, long, opts, norm, on) == similarity(long, short, opts, norm, on)
+    assert similarity(long, long + "。", opts, norm, on) == 1.0

@@ -12,7 +12,7 @@ import xxhash
 from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
-from simhash_spark.core.shingles import char_ngram_hashes
+from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, char_shingles, letters
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
 
@@ -47,6 +47,7 @@ class ModelOptions:
     tokenizer: TokenizerOptions = field(default_factory=TokenizerOptions)
     features: FeatureOptions = field(default_factory=FeatureOptions)
     fingerprint: FingerprintOptions = field(default_factory=FingerprintOptions)
+    short_texts: ShortTextOptions = field(default_factory=ShortTextOptions)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class FingerprintBatch:
     fingerprint: np.ndarray  # int64 (two's-complement view); meaningful only where has_fingerprint
     has_fingerprint: np.ndarray  # bool
     status: list[str]
-    n_chars: np.ndarray  # int64 characters after normalization (0 for null text)
+    n_chars: np.ndarray  # int64 letters (shingles.letters) after normalization (0 for null text)
     n_features: np.ndarray  # int64
 
 
@@ -81,6 +82,12 @@ class Fingerprinter:
 
     def hashed_features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(uint64 feature hashes, float64 weights) of one normalized text."""
+        short = self.model.short_texts
+        if short.below_letters and short.is_short(letters(text)):
+            if self.model.fingerprint.hash == "mix64":
+                return char_ngram_hashes(text, short.ngram_size)
+            grams = sorted(char_shingles(text, short.ngram_size))
+            return hash_many(grams, self.model.fingerprint.hash), np.ones(len(grams), dtype=np.float64)
         if self._vectorized:
             opts = self.model.features
             return char_ngram_hashes(text, opts.ngram_size, binary=opts.shingle_weights == "binary")
@@ -103,7 +110,7 @@ class Fingerprinter:
             st.statuses[i] = NULL_TEXT
             return
         norm = normalize(raw, self.model.normalize)
-        st.n_chars[i] = len(norm.text)
+        st.n_chars[i] = letters(norm.text)
         if not norm.text:
             st.statuses[i] = EMPTY
             return

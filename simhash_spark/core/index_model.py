@@ -29,6 +29,7 @@ from typing import Any
 
 from simhash_spark.core.bands import BITS, BandScheme, cheapest_lsh, exact_candidates, parse_scheme
 from simhash_spark.core.fingerprint import ModelOptions
+from simhash_spark.core.normalize import variants_signature
 
 FORMAT = 1
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
@@ -64,11 +65,14 @@ def model_signature(model: ModelOptions, title_model: ModelOptions | None) -> di
         tok["user_dict_sha256"] = _file_sha256(tok.pop("user_dict_path"))
         feats["idf_sha256"] = _file_sha256(feats.pop("idf_path"))
         feats["stop_words_sha256"] = _file_sha256(feats.pop("stop_words_path"))
+        norm = _options(m.normalize)
+        norm["variants_model"] = variants_signature(m.normalize.variants)
         return {
-            "normalize": _options(m.normalize),
+            "normalize": norm,
             "tokenizer": tok,
             "features": feats,
             "fingerprint": fp,
+            "short_texts": _options(m.short_texts),
         }
 
     return {

@@ -6,12 +6,14 @@ whitespace; none of that should move a fingerprint, so it is removed here before
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import sys
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 # Crawled pages are often cut off or malformed. Whatever is not closed is not removed: an unterminated
 # comment, script or tag loses only its own marker, never the text after it (a browser would hide that
@@ -77,10 +79,26 @@ _PUNCTUATION = {
 class NormalizeOptions:
     strip_html: bool = True
     nfkc: bool = True
+    variants: str = "none"  # "none" | "t2s" | "s2t": fold variant characters, then OpenCC's conversion
     unify_punctuation: bool = True
     lowercase: bool = True
     cjk_only: bool = False
     max_chars: int = 200_000
+
+
+VARIANTS = ("none", "t2s", "s2t")
+
+# Variant characters (異體字) that OpenCC's conversions leave apart from their standard form, as pairs
+# "variant standard": each variant is replaced by the form OpenCC converts (its own standard traditional
+# character, or the simplified one where OpenCC maps neither way), so both become one character after t2s
+# and after s2t. Applied before OpenCC, only when variants != "none"; part of the fingerprint model.
+_VARIANT_PAIRS = (
+    "衞衛 眞真 卽即 旣既 敎教 綫線 裡裏 為爲 偽僞 啟啓 眾衆 竝並 汚污 汙污 麵面 "
+    "麪面 鷄雞 濕溼 甯寧 凟瀆 畧略 畱留 姪侄 砲炮 粧妝 綑捆 菴庵 蔘參 慼戚 搾榨 "
+    "蹟跡 槪概 晩晚 説說 鋭銳 閲閱 靑青 淸清 値值 尙尚 敍敘 吿告 郞郎 黒黑 歩步 "
+    "渉涉 緖緒 鈎鉤 陿峽 緜綿 鬪鬥 鬭鬥 "
+)
+VARIANT_CHARACTERS = {pair[0]: pair[1] for pair in _VARIANT_PAIRS.split()}
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,38 @@ def _unify_punctuation(text: str) -> str:
     return _punctuation().sub(lambda m: _PUNCTUATION[m.group()], text)
 
 
+_VARIANT_TABLE = str.maketrans(VARIANT_CHARACTERS)
+
+
+@lru_cache(maxsize=2)
+def _opencc(direction: str) -> Any:
+    """OpenCC's converter for ``direction`` ("t2s" or "s2t"), built once per process (never pickled)."""
+    import opencc
+
+    return opencc.OpenCC(direction)
+
+
+def convert_variants(text: str, direction: str) -> str:
+    """Fold the variant characters, then OpenCC's ``direction`` conversion ("none": unchanged)."""
+    if direction == "none" or text.isascii():
+        return text
+    return str(_opencc(direction).convert(text.translate(_VARIANT_TABLE)))
+
+
+def variants_signature(direction: str) -> dict[str, Any] | None:
+    """What decides the conversion, for the fingerprint model: OpenCC's version (its dictionaries change
+    between releases) and the variant table. None for "none"."""
+    if direction == "none":
+        return None
+    from importlib.metadata import version
+
+    table = "".join(f"{k}{v}" for k, v in sorted(VARIANT_CHARACTERS.items()))
+    return {
+        "opencc": version("opencc"),
+        "variants_table_sha256": hashlib.sha256(table.encode("utf-8")).hexdigest(),
+    }
+
+
 def strip_html(text: str) -> str:
     """Remove scripts, styles, comments and tags (CDATA sections keep their text), then decode entities
     (``&amp;`` → ``&``)."""
@@ -174,6 +224,8 @@ def normalize(text: str, opts: NormalizeOptions) -> Normalized:
     text = _remove_invisible(text)
     if opts.nfkc:
         text = _nfkc(text)
+    if opts.variants != "none":
+        text = convert_variants(text, opts.variants)
     if opts.unify_punctuation:
         text = _unify_punctuation(text)
     if opts.lowercase:

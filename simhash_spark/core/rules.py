@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.shingles import SHORT_TEXTS_OFF, ShortTextOptions
 from simhash_spark.core.verify import (
     FINGERPRINT,
     IDENTICAL,
@@ -35,6 +36,7 @@ class PairRule:
     verify: VerifyOptions
     norm: NormalizeOptions
     title_max_distance: int | None = None  # title rule "and"; None: titles are not compared
+    short: ShortTextOptions = SHORT_TEXTS_OFF
 
     @property
     def largest_k(self) -> int:
@@ -55,7 +57,7 @@ class PairRule:
         return self.verify.enabled and distance > self.verify.accept_distance
 
     def similarity(self, text_a: str, text_b: str) -> float:
-        return similarity(text_a, text_b, self.verify, self.norm)
+        return similarity(text_a, text_b, self.verify, self.norm, self.short)
 
     def reason(
         self,

@@ -9,6 +9,7 @@ the quality benchmark's ground truth.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,6 +21,29 @@ _NON_WORD = re.compile(r"[\W_]+")
 def compact(text: str) -> str:
     """The text's letters, digits and ideographs, in order."""
     return _NON_WORD.sub("", text)
+
+
+def letters(text: str) -> int:
+    """How many letters, digits and ideographs the text has (punctuation, symbols and spaces not counted):
+    the length every length rule uses."""
+    return len(compact(text))
+
+
+@dataclass(frozen=True)
+class ShortTextOptions:
+    """Short-text mode: a text of fewer than ``below_letters`` letters is fingerprinted on character
+    ``ngram_size``-grams, and a pair whose shorter text is such a text is checked on the same n (a pair of
+    a short and a long text therefore on the short n: the n its shorter text was fingerprinted with).
+    ``below_letters = 0``: off."""
+
+    below_letters: int = 0
+    ngram_size: int = 2
+
+    def is_short(self, n_letters: int) -> bool:
+        return n_letters < self.below_letters
+
+
+SHORT_TEXTS_OFF = ShortTextOptions()
 
 
 def char_shingles(text: str, n: int) -> set[str]:

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from simhash_spark.core.normalize import NormalizeOptions, normalize
-from simhash_spark.core.shingles import char_ngram_hashes, edit_similarity, hashed_jaccard
+from simhash_spark.core.shingles import (
+    SHORT_TEXTS_OFF,
+    ShortTextOptions,
+    char_ngram_hashes,
+    edit_similarity,
+    hashed_jaccard,
+    letters,
+)
 
 MEASURES = ("char_jaccard", "edit", "none")
 
@@ -44,24 +51,35 @@ class VerifyOptions:
         return self.measure != "none"
 
 
-def similarity(text_a: str, text_b: str, opts: VerifyOptions, norm: NormalizeOptions) -> float:
-    """The configured measure over the two texts as the job normalizes them."""
+def similarity(
+    text_a: str,
+    text_b: str,
+    opts: VerifyOptions,
+    norm: NormalizeOptions,
+    short: ShortTextOptions = SHORT_TEXTS_OFF,
+) -> float:
+    """The configured measure over the two texts as the job normalizes them; n-gram Jaccard on the short-text
+    n when the shorter text is a short text (``short``), else on ``verify.ngram_size``."""
     a, b = normalize(text_a, norm).text, normalize(text_b, norm).text
     if opts.measure == "edit":
         return edit_similarity(a, b)
     # over 64-bit hashes of the distinct n-grams (numpy, ~4x faster than sets of strings); equal to the
     # Jaccard of the n-gram sets unless two distinct n-grams of the pair collide (~1e-13)
-    n = opts.ngram_size
+    n = short.ngram_size if short.is_short(min(letters(a), letters(b))) else opts.ngram_size
     return hashed_jaccard(char_ngram_hashes(a, n)[0], char_ngram_hashes(b, n)[0])
 
 
 def similarities(
-    texts_a: Sequence[str | None], texts_b: Sequence[str | None], opts: VerifyOptions, norm: NormalizeOptions
+    texts_a: Sequence[str | None],
+    texts_b: Sequence[str | None],
+    opts: VerifyOptions,
+    norm: NormalizeOptions,
+    short: ShortTextOptions = SHORT_TEXTS_OFF,
 ) -> np.ndarray:
     """Element-wise ``similarity``; a missing text scores 0."""
     return np.fromiter(
         (
-            similarity(a, b, opts, norm) if a is not None and b is not None else 0.0
+            similarity(a, b, opts, norm, short) if a is not None and b is not None else 0.0
             for a, b in zip(texts_a, texts_b, strict=True)
         ),
         dtype=np.float64,
@@ -71,9 +89,10 @@ def similarities(
 
 @dataclass(frozen=True)
 class ThresholdPolicy:
-    """k for a pair: ``max_distance``, or by the length (normalized characters) of the pair's shorter
-    document through ``steps`` — (from_chars, k) sorted by from_chars; a document shorter than the first
-    step uses ``max_distance``. The band join is built for ``largest``."""
+    """k for a pair: ``max_distance``, or by the length (letters of the normalized text: ``shingles.letters``,
+    the documents' n_chars) of the pair's shorter document through ``steps`` — (from_letters, k) sorted by
+    from_letters; a document shorter than the first step uses ``max_distance``. The band join is built for
+    ``largest``."""
 
     max_distance: int
     steps: tuple[tuple[int, int], ...] = ()

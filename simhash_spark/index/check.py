@@ -140,7 +140,7 @@ def check(
     """One result per query, and what was read (``partitions_read``, ``key_rows_read``)."""
     files, store, manifest = _open(index_path, cfg)
     layout = manifest.layout
-    rule = PairRule(cfg.policy, cfg.verify, cfg.normalize)
+    rule = PairRule(cfg.policy, cfg.verify, cfg.normalize, short=cfg.short_texts)
     batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
     wanted = _wanted_keys(batch, layout)
     snapshots = [s.id for s in manifest.snapshots]

@@ -69,7 +69,7 @@ def _similarity_udf(rule: PairRule) -> Any:
         for a, b in batches:
             a = a.where(a.notna(), None)
             b = b.where(b.notna(), None)
-            yield pd.Series(similarities(a.tolist(), b.tolist(), rule.verify, rule.norm))
+            yield pd.Series(similarities(a.tolist(), b.tolist(), rule.verify, rule.norm, rule.short))
 
     return similarity
 
