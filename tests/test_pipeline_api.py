@@ -250,3 +250,24 @@ def test_length_steps_give_each_pair_the_k_of_its_shorter_document(spark):
     assert got == expected
     assert any(d > 4 for _, _, d in got), "steps above the first must admit wider pairs"
     res.unpersist()
+
+
+def test_the_short_preset_finds_short_reprints_and_variants_join_the_scripts(spark):
+    """Comments of ~25 letters with one character changed: the default's 5-grams lose 5 of ~21 shingles
+    and miss the pair; --config short (2-grams) finds it. With normalize.variants = "t2s" a comment in
+    traditional characters joins its simplified twin; without, it stays alone."""
+    short = "这家店的服务态度非常好，菜品也很新鲜，下次还会再来！"
+    edited = short.replace("新鲜", "新嫩")
+    traditional = "這家店的服務態度非常好，菜品也很新鮮，下次還會再來！"
+    rows = [("s1", short), ("s2", edited), ("t1", traditional), ("x", OTHER)]
+    frame = spark.createDataFrame(rows, "id string, text string")
+
+    def pairs(cfg):
+        res = dedup(spark, frame, cfg)
+        found = {(r["id_a"], r["id_b"]) for r in res.pairs.collect()}
+        res.unpersist()
+        return found
+
+    assert pairs(load_config()) == set()
+    assert pairs(load_config("short")) == {("s1", "s2")}
+    assert pairs(load_config("short", ['normalize.variants="t2s"'])) == {("s1", "s2"), ("s1", "t1"), ("s2", "t1")}

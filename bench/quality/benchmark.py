@@ -141,9 +141,31 @@ def _sample(path: Path, n: int, rng: random.Random, min_chars: int) -> list[tupl
     return rng.sample(rows, min(n, len(rows)))
 
 
+def traditional_edition(rng: random.Random, text: str, pool: list[str]) -> tuple[str, str]:
+    """The text in traditional characters, as a Hong Kong or Taiwan outlet republishes it: zhconv
+    (MediaWiki's conversion tables, independent of the OpenCC the job uses), characters only
+    (``zh-hant``) or with Taiwan's words too (``zh-tw``: 软件 → 軟體); a third also get one edit."""
+    import zhconv
+
+    target = rng.choice(("zh-hant", "zh-tw"))
+    kind = f"traditional_{target[3:]}"
+    if rng.random() < 1 / 3:
+        edit = rng.choice([e for e in EDITS if e != "mixed"])
+        text, kind = apply_edit(rng, text, edit, pool), f"{kind}+{edit}"
+    return zhconv.convert(text, target), kind
+
+
 def build(
-    corpora: Path, *, seed: int = 2026, news: int = 1500, prose: int = 300, abstracts: int = 300
+    corpora: Path,
+    *,
+    seed: int = 2026,
+    news: int = 1500,
+    prose: int = 300,
+    abstracts: int = 300,
+    traditional: float = 0.0,
 ) -> list[Doc]:
+    """``traditional``: the share of bases that also get a traditional edition (``traditional_edition``;
+    0 leaves the benchmark as it always was)."""
     rng = random.Random(seed)
     bases = _sample(corpora / "news_xwlb.parquet", news, rng, 50)
     bases += _sample(corpora / "modern_zh.parquet", prose, rng, 300)
@@ -163,6 +185,12 @@ def build(
             edit = rng.choice(EDITS)
             t = apply_edit(rng, text, edit, pool)
             docs.append(Doc(f"{base_id}~v{v}", t, len(t), "variant", base_id, edit))
+    if traditional:
+        trad_rng = random.Random(seed + 1)  # its own stream: the other documents stay as they were
+        for base_id, text in bases:
+            if trad_rng.random() < traditional:
+                t, kind = traditional_edition(trad_rng, text, pool)
+                docs.append(Doc(f"{base_id}~trad", t, len(t), "variant", base_id, kind))
     news_bases = [(i, t) for i, t in bases if i.startswith("xwlb") and "\n" in t]
     for j in range(200):
         (_, ta), (_, tb) = rng.sample(news_bases, 2)

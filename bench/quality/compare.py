@@ -35,10 +35,17 @@ def score(found: Pairs, truth: Pairs, long_ids: set[str]) -> dict:
     def long(ps: Pairs) -> Pairs:
         return {p for p in ps if p[0] in long_ids and p[1] in long_ids}
 
-    return {
+    def traditional(ps: Pairs) -> Pairs:
+        return {p for p in ps if p[0].endswith("~trad") or p[1].endswith("~trad")}
+
+    out = {
         "all": prf(len(found & truth), len(found), len(truth)),
         "docs_300_chars": prf(len(long(found) & long(truth)), len(long(found)), len(long(truth))),
     }
+    if traditional(truth):
+        t, f = traditional(truth), traditional(found)
+        out["traditional_editions"] = prf(len(f & t), len(f), len(t))
+    return out
 
 
 def run_job(spark, path: str, overrides: list[str]) -> tuple[Pairs, float, dict]:
@@ -104,14 +111,32 @@ def main() -> None:
     )
     ap.add_argument("--prose", type=int, default=300, help="modern prose passages sampled as bases")
     ap.add_argument("--abstracts", type=int, default=300, help="paper abstracts sampled as bases")
+    ap.add_argument(
+        "--traditional",
+        type=float,
+        default=0.0,
+        help="share of bases that also get a traditional edition (zhconv); the truth is then taken after "
+        "converting every text to simplified (zhconv), and traditional_editions scores the pairs with one",
+    )
     args = ap.parse_args()
 
-    docs = build(Path(args.corpora), news=args.news, prose=args.prose, abstracts=args.abstracts)
+    docs = build(
+        Path(args.corpora),
+        news=args.news,
+        prose=args.prose,
+        abstracts=args.abstracts,
+        traditional=args.traditional,
+    )
     ids = [d.id for d in docs]
     sets = shingle_sets([d.text for d in docs])
+    truth_sets = sets
+    if args.traditional:
+        import zhconv
+
+        truth_sets = shingle_sets([zhconv.convert(d.text, "zh-cn") for d in docs])
     truth = {
         (ids[i], ids[j]) if ids[i] < ids[j] else (ids[j], ids[i])
-        for i, j, _ in pairs_at_least(sets, THRESHOLD)
+        for i, j, _ in pairs_at_least(truth_sets, THRESHOLD)
     }
     long_ids = {d.id for d in docs if d.length >= 300}
     report: dict = {"documents": len(docs), "true_pairs": len(truth), "config_overrides": args.overrides}

@@ -74,6 +74,65 @@ def pair_sets(corpora: Path) -> dict:
     return out
 
 
+PRESETS = {
+    "default": (None, []),
+    "short": ("short", []),
+    "short + t2s": ("short", ['normalize.variants="t2s"']),
+}
+
+
+def paraphrase_safety(corpora: Path) -> dict:
+    """Per preset, the share of LCQMC / PAWS-X pairs the job's pair rule joins, by label, and whether every
+    joined pair really passes the configured similarity (recomputed here from the definition: character
+    n-gram Jaccard on the n of the pair's shorter text)."""
+    from simhash_spark.config import load_config
+    from simhash_spark.core.fingerprint import Fingerprinter
+    from simhash_spark.core.rules import PairRule
+    from simhash_spark.core.shingles import letters
+
+    out: dict = {}
+    for name in ("pairs_lcqmc_dev", "pairs_pawsx_dev"):
+        rows = [
+            r
+            for r in pq.read_table(corpora / f"{name}.parquet").to_pylist()
+            if r["text1"] != "NS" and r["text2"] != "NS"
+        ]
+        labels = np.asarray([int(r["label"]) for r in rows])
+        for preset, (path, overrides) in PRESETS.items():
+            cfg = load_config(path, overrides)
+            fp = Fingerprinter(cfg.model)
+            a, b = fp.batch([r["text1"] for r in rows]), fp.batch([r["text2"] for r in rows])
+            d = popcount(
+                np.asarray(a.fingerprint, dtype=np.int64) ^ np.asarray(b.fingerprint, dtype=np.int64)
+            )
+            rule = PairRule(cfg.policy, cfg.verify, cfg.normalize, short=cfg.short_texts)
+            joined = np.zeros(len(rows), dtype=bool)
+            honest = True
+            for i, r in enumerate(rows):
+                if not (a.has_fingerprint[i] and b.has_fingerprint[i]):
+                    continue
+                sim = rule.similarity(r["text1"], r["text2"]) if rule.needs_text_check(int(d[i])) else None
+                joined[i] = (
+                    rule.reason(int(d[i]), int(a.n_chars[i]), int(b.n_chars[i]), similarity=sim) is not None
+                )
+                if joined[i] and sim is not None:
+                    ta = normalize(r["text1"], cfg.normalize).text
+                    tb = normalize(r["text2"], cfg.normalize).text
+                    n = (
+                        cfg.short_texts.ngram_size
+                        if cfg.short_texts.is_short(min(letters(ta), letters(tb)))
+                        else cfg.verify.ngram_size
+                    )
+                    honest &= shingle_jaccard(ta, tb, n) >= cfg.verify.min_similarity
+            out[f"{name} {preset}"] = {
+                "label0_joined": round(float(joined[labels == 0].mean()), 4),
+                "label1_joined": round(float(joined[labels == 1].mean()), 4),
+                "every_joined_pair_passes_its_jaccard": bool(honest),
+            }
+            print(name, preset, json.dumps(out[f"{name} {preset}"]), flush=True)
+    return out
+
+
 def reviews(corpora: Path, n: int) -> dict:
     rows = pq.read_table(corpora / "reviews.parquet", columns=["id", "text"]).to_pylist()
     rng = random.Random(7)
@@ -111,8 +170,14 @@ def main() -> None:
     ap.add_argument("--corpora", default=str(DEFAULT_CORPORA))
     ap.add_argument("--reviews", type=int, default=6000)
     ap.add_argument("--out", default="")
+    ap.add_argument("--presets-only", action="store_true", help="only the presets' paraphrase safety")
     args = ap.parse_args()
-    report = {"pairs": pair_sets(Path(args.corpora)), "reviews": reviews(Path(args.corpora), args.reviews)}
+    report = {"presets": paraphrase_safety(Path(args.corpora))}
+    if not args.presets_only:
+        report |= {
+            "pairs": pair_sets(Path(args.corpora)),
+            "reviews": reviews(Path(args.corpora), args.reviews),
+        }
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False))
 
