@@ -46,11 +46,11 @@ def test_representative_policies(spark, docs, policy, rep):
 
 
 def test_longest_text_policy(spark):
-    rows = [("1", BASE), ("2", BASE + "!!!"), ("3", "<b>" + BASE + "</b>")]
+    rows = [("1", BASE), ("2", BASE + "附图"), ("3", "<b>" + BASE + "</b>"), ("4", BASE + "!!!")]
     df = spark.createDataFrame(rows, "id string, text string")
     res = dedup(spark, df, load_config(overrides=["cluster.representative=longest_text"]))
     got = clusters(res)
-    # "2" has three more characters after normalization (no new features); markup does not count
+    # "2" has two more letters after normalization; markup and punctuation ("!!!") do not count
     assert {v[0] for v in got.values()} == {"2"}
 
 
