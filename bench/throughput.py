@@ -1,0 +1,108 @@
+"""Whole-job throughput on generated corpora (bench/generate_corpus.py): time per stage, and recall on the
+planted near-duplicates.
+
+    .venv/bin/python -m bench.throughput --docs 250000,500000,1000000 [--workdir /tmp/simhash-throughput]
+        [--driver-memory 6g] [--set section.key=value ...]
+
+For each size: the corpus is generated once into the work folder (kept for reruns), then the job runs as
+users run it — ``python -m simhash_spark dedup`` in its own process, local[2], defaults — and the whole
+process is timed. Reported: seconds whole process and per stage (summary.json), documents per hour, the band
+design, and recall on the planted near-duplicate pairs whose character 5-gram Jaccard is at least 0.8 (a
+pair counts as found when pairs/ lists it, and also reported: when both documents share a cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.generate_corpus import generate
+from bench.quality.evaluate import DEFAULT_CORPORA
+from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.shingles import shingle_jaccard
+
+
+def planted_truth(corpus: Path) -> set[tuple[str, str]]:
+    """Planted (source, copy) pairs at 5-gram Jaccard >= 0.8, ids ordered."""
+    planted = pq.read_table(f"{corpus}.planted.parquet").to_pylist()
+    wanted = {r["id"] for r in planted} | {r["source_id"] for r in planted}
+    texts = {}
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=100_000, columns=["id", "text"]):
+        for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            if doc_id in wanted:
+                texts[doc_id] = normalize(text, NormalizeOptions()).text
+    out = set()
+    for r in planted:
+        if shingle_jaccard(texts[r["id"]], texts[r["source_id"]], 5) >= 0.8:
+            out.add((min(r["id"], r["source_id"]), max(r["id"], r["source_id"])))
+    return out
+
+
+def run_job(corpus: Path, output: Path, driver_memory: str, overrides: list[str]) -> float:
+    args = [sys.executable, "-m", "simhash_spark", "dedup", "--input", str(corpus), "--output", str(output)]
+    args += ["--overwrite", "--quiet", "--spark-conf", f"spark.driver.memory={driver_memory}"]
+    for item in overrides:
+        args += ["--set", item]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    start = time.perf_counter()
+    subprocess.run(args, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def recall(output: Path, truth: set[tuple[str, str]]) -> dict:
+    pairs = pq.read_table(output / "pairs", columns=["id_a", "id_b"]).to_pylist()
+    found = {(r["id_a"], r["id_b"]) for r in pairs}
+    wanted = {i for p in truth for i in p}
+    docs = pq.read_table(output / "documents", columns=["id", "cluster_id"]).to_pylist()
+    cluster = {r["id"]: r["cluster_id"] for r in docs if r["id"] in wanted}
+    same = sum(1 for a, b in truth if cluster[a] == cluster[b])
+    return {
+        "planted_pairs": len(truth),
+        "recall_pairs": round(len(found & truth) / len(truth), 4),
+        "recall_clusters": round(same / len(truth), 4),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", default="250000")
+    ap.add_argument("--workdir", default="/tmp/simhash-throughput")
+    ap.add_argument("--corpora", default=str(DEFAULT_CORPORA))
+    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--set", action="append", default=[], dest="overrides")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    report = []
+    for n in (int(x) for x in args.docs.split(",")):
+        corpus = work / f"gen{n}.parquet"
+        if not corpus.exists():
+            generate(n, corpus, Path(args.corpora))
+        output = work / f"out{n}"
+        seconds = run_job(corpus, output, args.driver_memory, args.overrides)
+        summary = json.loads((output / "summary.json").read_text("utf-8"))
+        row = {
+            "documents": n,
+            "seconds": round(seconds, 1),
+            "documents_per_hour": round(n / seconds * 3600),
+            "stages_s": summary["timings_s"],
+            "bands": summary["bands"]["scheme"],
+            "spark_jobs": summary.get("spark_jobs"),
+            **recall(output, planted_truth(corpus)),
+        }
+        report.append(row)
+        print(json.dumps(row), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
