@@ -79,6 +79,14 @@ def _plain(x: float, _pos: int) -> str:
     return f"{x:,.0f}" if abs(x) >= 10 else f"{x:g}"
 
 
+def _labelled(fig: Any, ax: Any, title: str, xlabel: str, ylabel: str) -> Any:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    fig.tight_layout()
+    return fig
+
+
 def bar_figure(title: str, labels: list[str], counts: Sequence[float], xlabel: str, ylabel: str) -> Any:
     """Vertical bars for short numeric labels (bits), each bar's count printed on it: a linear
     axis where a small bar would be invisible still shows its number."""
@@ -93,18 +101,14 @@ def bar_figure(title: str, labels: list[str], counts: Sequence[float], xlabel: s
             ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     else:
         _empty(ax, "nothing to show")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    fig.tight_layout()
-    return fig
+    return _labelled(fig, ax, title, xlabel, ylabel)
 
 
 def barh_figure(
     title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str = "", fmt: str = "{:,}"
 ) -> Any:
-    """Horizontal bars for named categories (statuses, stages, size ranges): names of any length stay readable, one
-    per row, and each value is printed at its bar's end."""
+    """Horizontal bars for named categories (statuses, stages, size ranges): names of any length stay
+    readable, one per row, and each value is printed at its bar's end."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.32 * max(3, len(labels))))
     if labels:
@@ -114,11 +118,7 @@ def barh_figure(
         ax.xaxis.set_major_formatter(_plain)
     else:
         _empty(ax, "nothing to show")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    fig.tight_layout()
-    return fig
+    return _labelled(fig, ax, title, xlabel, ylabel)
 
 
 def similarity_figure(values: list[float], threshold: float | None) -> Any:
@@ -143,11 +143,7 @@ def similarity_figure(values: list[float], threshold: float | None) -> Any:
             )
     else:
         _empty(ax, "no verified pairs")
-    ax.set_title("similarity of verified pairs")
-    ax.set_xlabel("similarity")
-    ax.set_ylabel("pairs")
-    fig.tight_layout()
-    return fig
+    return _labelled(fig, ax, "similarity of verified pairs", "similarity", "pairs")
 
 
 def _size_buckets(sizes: dict[int, int]) -> tuple[list[str], list[int]]:
