@@ -88,14 +88,17 @@ def _sizes_and_chosen(multi: DataFrame) -> tuple[dict[int, int], list[Any]]:
 def _examples(
     documents: DataFrame, pairs: DataFrame, texts: DataFrame, chosen: list[Any]
 ) -> list[ExampleCluster]:
-    """Each chosen cluster's first members by id, each with an accepted pair it is in (one collect)."""
+    """Each chosen cluster's first members by id, each with an accepted pair it is in; then the texts of
+    those documents only (the input is scanned once, filtered by id, not joined whole)."""
     rank = F.row_number().over(Window.partitionBy(C.CLUSTER_ID).orderBy(C.ID))
     members = (
         documents.where(F.col(C.CLUSTER_ID).isin(chosen))
         .select(C.CLUSTER_ID, C.CLUSTER_SIZE, C.ID, rank.alias("_rank"))
         .where(F.col("_rank") <= MEMBERS_SHOWN)
     )
-    rows = _with_partners(members, pairs, texts).collect()
+    rows = _with_partners(members, pairs).collect()
+    wanted = {r[C.ID] for r in rows} | {r["_partner"] for r in rows if r["_partner"] is not None}
+    text_of = {r[C.ID]: r[C.TEXT] for r in texts.where(F.col(C.ID).isin(sorted(wanted))).collect()}
     by_cluster: dict[Any, list[Any]] = {}
     for r in rows:
         by_cluster.setdefault(r[C.CLUSTER_ID], []).append(r)
@@ -103,13 +106,12 @@ def _examples(
     for cid in chosen:
         shown = sorted(by_cluster.get(cid, []), key=lambda r: r["_rank"])
         if shown:
-            examples.append(
-                ExampleCluster(str(cid), int(shown[0][C.CLUSTER_SIZE]), [_member(r) for r in shown])
-            )
+            members_shown = [_member(r, text_of) for r in shown]
+            examples.append(ExampleCluster(str(cid), int(shown[0][C.CLUSTER_SIZE]), members_shown))
     return examples
 
 
-def _with_partners(members: DataFrame, pairs: DataFrame, texts: DataFrame) -> DataFrame:
+def _with_partners(members: DataFrame, pairs: DataFrame) -> DataFrame:
     """``members`` with the accepted pair each is in, preferring a partner among the shown members of its
     cluster, then the highest similarity, the smallest distance, the smallest partner id: the pair that
     joined it, not a comparison with another member that may never have been a pair."""
@@ -133,21 +135,16 @@ def _with_partners(members: DataFrame, pairs: DataFrame, texts: DataFrame) -> Da
         .where(F.col("_pick") == 1)
         .select(C.ID, "_partner", C.DISTANCE, C.SIMILARITY)
     )
-    partner_texts = texts.select(F.col(C.ID).alias("_partner"), F.col(C.TEXT).alias("_partner_text"))
-    return (
-        members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="left")
-        .join(best, on=C.ID, how="left")
-        .join(partner_texts, on="_partner", how="left")
-    )
+    return members.join(best, on=C.ID, how="left")
 
 
-def _member(r: Any) -> Member:
+def _member(r: Any, text_of: dict[Any, str | None]) -> Member:
     partner = r["_partner"]
     return Member(
         id=str(r[C.ID]),
-        text=r[C.TEXT] or "",
+        text=text_of.get(r[C.ID]) or "",
         partner_id=None if partner is None else str(partner),
-        partner_text=None if partner is None else r["_partner_text"],
+        partner_text=None if partner is None else text_of.get(partner),
         distance=None if r[C.DISTANCE] is None else int(r[C.DISTANCE]),
         similarity=None if r[C.SIMILARITY] is None else float(r[C.SIMILARITY]),
     )
