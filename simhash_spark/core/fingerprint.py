@@ -80,10 +80,11 @@ class Fingerprinter:
         if len(self._memo) > self.model.fingerprint.memo_size:
             self._memo.popitem(last=False)
 
-    def hashed_features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """(uint64 feature hashes, float64 weights) of one normalized text."""
+    def hashed_features(self, text: str, n_letters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64 feature hashes, float64 weights) of one normalized text (``n_letters``: its
+        ``letters``, when the caller has counted them)."""
         short = self.model.short_texts
-        if short.below_letters and short.is_short(letters(text)):
+        if short.below_letters and short.is_short(letters(text) if n_letters is None else n_letters):
             if self.model.fingerprint.hash == "mix64":
                 return char_ngram_hashes(text, short.ngram_size)
             grams = sorted(char_shingles(text, short.ngram_size))
@@ -131,7 +132,7 @@ class Fingerprinter:
                 return
             st.pending[key] = i
             st.fresh.append((i, key))
-        h, w = self.hashed_features(norm.text)
+        h, w = self.hashed_features(norm.text, int(st.n_chars[i]))
         st.hash_parts.append(h)
         st.weight_parts.append(w)
         st.counts[i] = len(h)
