@@ -114,48 +114,43 @@ def _overlaps(fig) -> list[tuple[str, str]]:
     ]
 
 
-def test_no_two_labels_of_a_plot_overlap():
+@pytest.fixture
+def figs():
+    """The sample report's figures, closed afterwards."""
     import matplotlib.pyplot as plt
 
-    figs = figures(sample())
-    try:
-        assert len(figs) == 5
-        for fig in figs:
-            title = fig.axes[0].get_title()
-            assert _overlaps(fig) == [], title
-    finally:
-        for fig in figs:
-            plt.close(fig)
+    made = figures(sample())
+    yield made
+    for fig in made:
+        plt.close(fig)
 
 
-def test_plots_show_what_a_reader_needs():
-    import matplotlib.pyplot as plt
+def test_no_two_labels_of_a_plot_overlap(figs):
+    assert len(figs) == 5
+    for fig in figs:
+        title = fig.axes[0].get_title()
+        assert _overlaps(fig) == [], title
 
-    figs = figures(sample())
-    try:
-        sizes, _, status, stage, sims = (fig.axes[0] for fig in figs)
-        assert status.get_xscale() == "linear" and sizes.get_xscale() == "linear"
-        # every status with documents is a bar with its count printed, however small
-        assert [t.get_text() for t in status.get_yticklabels()][::-1] == [
-            "ok",
-            "truncated",
-            "invalid_utf8",
-            "null_text",
-            "empty",
-            "too_short",
-        ]
-        assert {"990,000", "2", "3"} <= {t.get_text() for t in status.texts}
-        # the whole run is in the title, not a bar that dwarfs the stages
-        assert (
-            "total" not in [t.get_text() for t in stage.get_yticklabels()] and "402.5 s" in stage.get_title()
-        )
-        # the similarity axis spans where accepted pairs are, with the threshold marked
-        low, high = sims.get_xlim()
-        assert 0.75 <= low <= 0.8 and high >= 1.0
-        assert any("threshold 0.8" in t.get_text() for t in sims.texts)
-    finally:
-        for fig in figs:
-            plt.close(fig)
+
+def test_plots_show_what_a_reader_needs(figs):
+    sizes, _, status, stage, sims = (fig.axes[0] for fig in figs)
+    assert status.get_xscale() == "linear" and sizes.get_xscale() == "linear"
+    # every status with documents is a bar with its count printed, however small
+    assert [t.get_text() for t in status.get_yticklabels()][::-1] == [
+        "ok",
+        "truncated",
+        "invalid_utf8",
+        "null_text",
+        "empty",
+        "too_short",
+    ]
+    assert {"990,000", "2", "3"} <= {t.get_text() for t in status.texts}
+    # the whole run is in the title, not a bar that dwarfs the stages
+    assert "total" not in [t.get_text() for t in stage.get_yticklabels()] and "402.5 s" in stage.get_title()
+    # the similarity axis spans where accepted pairs are, with the threshold marked
+    low, high = sims.get_xlim()
+    assert 0.75 <= low <= 0.8 and high >= 1.0
+    assert any("threshold 0.8" in t.get_text() for t in sims.texts)
 
 
 def test_report_is_well_formed_and_self_contained():
@@ -239,7 +234,8 @@ def test_each_example_member_is_shown_with_the_pair_that_joined_it(spark):
         [("a", "b", 3, 0.9), ("b", "c", 5, 0.85)], "id_a string, id_b string, distance int, similarity double"
     )
     texts = spark.createDataFrame(
-        [("a", "甲乙丙丁戊"), ("b", "甲乙丙丁己"), ("c", "庚乙丙丁己"), ("x", "无关")], "id string, text string"
+        [("a", "甲乙丙丁戊"), ("b", "甲乙丙丁己"), ("c", "庚乙丙丁己"), ("x", "无关")],
+        "id string, text string",
     )
     report = collect_report({"input": "t"}, documents, pairs, texts)
     (example,) = report.examples
