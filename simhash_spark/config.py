@@ -81,6 +81,7 @@ class BandsConfig:
     auto_max_pairs_per_doc: float = 50.0
     auto_sample_rows: int = 50_000
     hot_bucket_limit: int = 1000
+    in_task_max_fingerprints: int = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "bands.auto_max_pairs_per_doc": lambda v: None if v > 0 else "must be > 0",
     "bands.auto_sample_rows": _at_least(1000),
     "bands.hot_bucket_limit": _at_least(2),
+    "bands.in_task_max_fingerprints": _at_least(0),
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),
     "cluster.local_max_edges": _at_least(0),

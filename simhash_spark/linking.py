@@ -25,7 +25,12 @@ from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.link_local import Documents, LinkSettings, LocalLinked, find_candidates, link_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
-from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
+from simhash_spark.transforms.candidates import (
+    band_join,
+    hamming_distance,
+    in_task_band_join,
+    partitioned_band_keys,
+)
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design, design_rules
 from simhash_spark.transforms.hot_buckets import hot_bucket_forest, large_buckets
@@ -241,35 +246,80 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
     return _Identical(groups, members, totals)
 
 
-def _design(ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext) -> _Design:
-    """The band design (``auto``: chosen from a sample) and the buckets too large to join pair by pair."""
+def _scheme(
+    ident: _Identical, k: int, bands: BandsConfig, *, in_task: bool
+) -> tuple[BandScheme, dict[str, Any]]:
+    """The band design (``auto``: chosen from a sample, priced for the join that will run)."""
     scheme = parse_scheme(bands.scheme)
+    if not scheme.auto:
+        return scheme, {}
     n_distinct = int(ident.totals["distinct"])
-    report: dict[str, Any] = {}
-    if scheme.auto:
-        scheme, report = choose_design(ident.reps, n=n_distinct, k=k, cfg=bands)
-        log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
+    scheme, report = choose_design(ident.reps, n=n_distinct, k=k, rules=design_rules(bands, in_task=in_task))
+    log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
+    return scheme, report
+
+
+def _largest(
+    rows: list[tuple[int, int, int]], limit: int
+) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """(the ten largest buckets for summary.json, the (band, key) of those over ``limit``) from (size, band,
+    key) rows."""
+    rows = sorted(rows, key=lambda t: (-t[0], t[1], t[2]))
+    largest = [
+        {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
+        for size, band, key in rows[:10]
+    ]
+    return largest, [(band, key) for size, band, key in rows if size > limit]
+
+
+def _shuffled_join(
+    ident: _Identical, scheme: BandScheme, report: dict[str, Any], k: int, bands: BandsConfig, ctx: RunContext
+) -> tuple[_Design, DataFrame]:
+    """Hot buckets found on a sample and counted exactly, then the band join over shuffled band keys."""
     masks = scheme.table_masks(k)
+    n_distinct = int(ident.totals["distinct"])
     fraction = min(1.0, bands.auto_sample_rows / n_distinct) if n_distinct else 1.0
     sizes = ctx.persist(
         large_buckets(ident.reps, masks=masks, fraction=fraction, limit=bands.hot_bucket_limit)
     )
     # sizes holds the sampled candidates for hot buckets only (a few hundred rows): one collect serves
     # the count and the top ten
-    rows = sorted(
-        (
+    largest, hot_keys = _largest(
+        [
             (r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY])
             for r in sizes.select(C.BAND, C.KEY, C.BUCKET_SIZE).collect()
-        ),
-        key=lambda t: (-t[0], t[1], t[2]),
+        ],
+        bands.hot_bucket_limit,
     )
-    largest = [
-        {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
-        for size, band, key in rows[:10]
-    ]
     hot = sizes.where(F.col(C.BUCKET_SIZE) > bands.hot_bucket_limit)
-    n_hot = sum(1 for size, _, _ in rows if size > bands.hot_bucket_limit)
-    return _Design(scheme, masks, report, hot, n_hot, largest)
+    design = _Design(scheme, masks, report, hot, len(hot_keys), largest)
+    keys = partitioned_band_keys(ident.reps, masks=masks, skip=hot if hot_keys else None)
+    return design, ctx.persist(band_join(keys, masks=masks, max_distance=k))
+
+
+def _in_task_join(
+    ident: _Identical, scheme: BandScheme, report: dict[str, Any], k: int, bands: BandsConfig, ctx: RunContext
+) -> tuple[_Design, DataFrame]:
+    """The band join with whole tables sorted inside tasks; bucket sizes come out of it, exact."""
+    masks = scheme.table_masks(k)
+    spark = ident.reps.sparkSession
+    joined = ctx.persist(
+        in_task_band_join(
+            ident.reps,
+            masks=masks,
+            max_distance=k,
+            hot_bucket_limit=bands.hot_bucket_limit,
+            tasks=spark.sparkContext.defaultParallelism,
+        )
+    )
+    is_bucket = F.col(C.BUCKET_SIZE).isNotNull()
+    largest, hot_keys = _largest(
+        [(r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY]) for r in joined.where(is_bucket).collect()],
+        bands.hot_bucket_limit,
+    )
+    hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
+    design = _Design(scheme, masks, report, hot, len(hot_keys), largest)
+    return design, joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE)
 
 
 def _accepted(
@@ -315,11 +365,10 @@ def _find(
     lengths = keyed.select(C.ID, C.N_CHARS)
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        design = _design(ident, k, params.bands, ctx)
-        keys = partitioned_band_keys(
-            ident.reps, masks=design.masks, skip=design.hot if design.n_hot else None
-        )
-        candidates = ctx.persist(band_join(keys, masks=design.masks, max_distance=k))
+        in_task = int(ident.totals["distinct"]) <= params.bands.in_task_max_fingerprints
+        scheme, report = _scheme(ident, k, params.bands, in_task=in_task)
+        join = _in_task_join if in_task else _shuffled_join
+        design, candidates = join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):
         rep_pairs, forest_edges = _accepted(
@@ -466,7 +515,9 @@ def _link_on_driver(
     """``link`` with ``core.link_local``: the documents' fingerprints collected once, texts fetched only
     for the pairs the rule checks, the results handed back as DataFrames."""
     rule, k = params.rule, params.rule.largest_k
-    settings = LinkSettings(rule, params.bands.scheme, design_rules(params.bands), params.pairs_max_group)
+    settings = LinkSettings(
+        rule, params.bands.scheme, design_rules(params.bands, in_task=True), params.pairs_max_group
+    )
     with ctx.stage("candidates"):
         found = find_candidates(_documents(keyed, titles, rule), settings)
     with ctx.stage("verify"):

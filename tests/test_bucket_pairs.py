@@ -88,3 +88,57 @@ def test_empty_and_singletons():
         t, key, f = rows_for(fps, masks)
         i, j, d = bp.bucket_pairs(t, key, f, k=3, masks=masks)
         assert len(i) == len(j) == len(d) == 0
+
+
+def brute_table_join(fps, masks, k, limit):
+    """Every pair (positions i < j) within k that collides in some table, from the first table in which it
+    collides; dropped when that table's bucket holds more than ``limit`` fingerprints."""
+    u, m = fps.view(np.uint64), masks.view(np.uint64)
+    size = [dict(zip(*np.unique(u & mt, return_counts=True), strict=True)) for mt in m]
+    out = set()
+    for i in range(len(u)):
+        for j in range(i + 1, len(u)):
+            diff = u[i] ^ u[j]
+            d = int(popcount(diff))
+            first = next((t for t in range(len(m)) if diff & m[t] == 0), None)
+            if d <= k and first is not None and size[first][u[i] & m[first]] <= limit:
+                out.add((i, j, d))
+    return out, size
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    spec=st.sampled_from([("4x16", 3), ("blocks:6", 4), ("lsh:6,5", 9), ("lsh:3,2", 12)]),
+    groups=st.integers(1, 4),
+    limit=st.sampled_from([3, 8, 10_000]),
+)
+def test_tables_joined_in_groups_equal_brute_force(seed, spec, groups, limit):
+    """join_tables over every ``groups``-th table, unioned: each pair within k once, from its first
+    table, none from a hot bucket; every hot bucket and each table's ten largest reported with exact sizes."""
+    scheme, k = parse_scheme(spec[0]), spec[1]
+    masks = np.array(scheme.table_masks(k), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    centre = rng.integers(0, 2**63, dtype=np.int64)
+    near = [
+        centre
+        ^ np.int64(sum(1 << int(b) for b in rng.choice(63, size=int(rng.integers(0, k + 3)), replace=False)))
+        for _ in range(50)
+    ]
+    random = rng.integers(-(2**63), 2**63 - 1, size=40, dtype=np.int64)
+    fps = np.concatenate([random, np.array(near, dtype=np.int64), random[:5]])  # repeated values too
+    parts = [
+        bp.join_tables(fps, masks, range(g, len(masks), groups), k=k, limit=limit) for g in range(groups)
+    ]
+    got = [(int(i), int(j), int(d)) for p in parts for i, j, d in zip(p.i, p.j, p.distance, strict=True)]
+    want, size = brute_table_join(fps, masks, k, limit)
+    assert len(got) == len(set(got)) and set(got) == want
+    buckets = [b for p in parts for b in p.buckets]
+    u = masks.view(np.uint64)
+    for n, t, key in buckets:
+        assert size[t][np.int64(key).view(np.uint64) & u[t]] == n
+    hot = {(t, key) for t in range(len(masks)) for key, n in size[t].items() if n > limit}
+    assert {(t, np.int64(key).view(np.uint64)) for n, t, key in buckets if n > limit} == hot
+    for t in range(len(masks)):
+        top = sorted(size[t].values(), reverse=True)[:10]
+        assert sorted((n for n, bt, _ in buckets if bt == t), reverse=True)[: len(top)] == top

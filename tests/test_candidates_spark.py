@@ -1,6 +1,9 @@
 """The band join returns exactly the brute-force set of pairs within k bits."""
 
+import collections
+
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -8,7 +11,12 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.simhash import popcount
-from simhash_spark.transforms.candidates import band_join, hamming_distance, partitioned_band_keys
+from simhash_spark.transforms.candidates import (
+    band_join,
+    hamming_distance,
+    in_task_band_join,
+    partitioned_band_keys,
+)
 
 
 def planted_fingerprints(seed: int, n_random: int, n_centres: int, k: int) -> np.ndarray:
@@ -101,3 +109,26 @@ def test_lsh_join_finds_exactly_the_pairs_sharing_a_sampled_key(spark):
     }
     assert got == want
     assert len(want) < len(brute_force_pairs(ids, fps, k))  # some pairs were missed: it is approximate
+
+
+@pytest.mark.parametrize("string_ids", [False, True])
+def test_in_task_band_join_equals_the_shuffled_join(spark, string_ids):
+    """Same pairs as the shuffled join over three tasks of an LSH design (approximate, so both must find
+    exactly the colliding pairs within k), and the buckets it reports are exact."""
+    k, scheme = 9, parse_scheme("lsh:20,16")
+    fps = planted_fingerprints(11, n_random=900, n_centres=250, k=k)
+    fps = np.concatenate([fps, fps[:30]])  # repeated values: distinct representatives may share one
+    ids = [f"d{i:05d}" for i in range(len(fps))][::-1] if string_ids else list(range(len(fps)))
+    df = spark.createDataFrame(list(zip(ids, fps.tolist(), strict=True)), [C.ID, C.FINGERPRINT])
+    masks = scheme.table_masks(k)
+    rows = in_task_band_join(df, masks=masks, max_distance=k, hot_bucket_limit=10_000, tasks=3).collect()
+    pairs = [(r[C.ID_A], r[C.ID_B], r[C.DISTANCE]) for r in rows if r[C.BUCKET_SIZE] is None]
+    assert len(pairs) == len(set(pairs)) and all(a < b for a, b, _ in pairs)
+    shuffled = {
+        (r[C.ID_A], r[C.ID_B], r[C.DISTANCE])
+        for r in candidate_pairs(df, scheme=scheme, max_distance=k).collect()
+    }
+    assert set(pairs) == shuffled and len(pairs) > 100
+    exact = collections.Counter((t, int(f) & m) for f in fps.tolist() for t, m in enumerate(masks))
+    buckets = [(r[C.BAND], r[C.KEY], r[C.BUCKET_SIZE]) for r in rows if r[C.BUCKET_SIZE] is not None]
+    assert len(buckets) == 10 * len(masks) and all(exact[(t, key)] == n for t, key, n in buckets)

@@ -4,7 +4,7 @@ no exact design fits it."""
 import random
 
 from simhash_spark.config import BandsConfig
-from simhash_spark.transforms.designs import choose_design
+from simhash_spark.transforms.designs import choose_design, design_rules
 
 
 def frame(spark, fps):
@@ -14,7 +14,9 @@ def frame(spark, fps):
 def test_random_fingerprints_get_an_exact_design(spark):
     rng = random.Random(1)
     fps = [rng.getrandbits(63) for _ in range(3000)]
-    scheme, report = choose_design(frame(spark, fps), n=len(fps), k=3, cfg=BandsConfig())
+    scheme, report = choose_design(
+        frame(spark, fps), n=len(fps), k=3, rules=design_rules(BandsConfig(), in_task=False)
+    )
     assert scheme.exact and report["chosen"] == scheme.spec and report["reason"].startswith("cheapest exact")
     chosen = next(d for d in report["designs"] if d["scheme"] == scheme.spec)
     assert all(
@@ -28,7 +30,9 @@ def test_a_tight_pair_budget_at_a_large_k_falls_back_to_lsh(spark):
     rng = random.Random(2)
     fps = [rng.getrandbits(63) for _ in range(3000)]
     cfg = BandsConfig(auto_max_pairs_per_doc=0.01)
-    scheme, report = choose_design(frame(spark, fps), n=len(fps), k=12, cfg=cfg)
+    scheme, report = choose_design(
+        frame(spark, fps), n=len(fps), k=12, rules=design_rules(cfg, in_task=False)
+    )
     assert not scheme.exact and "cheapest LSH" in report["reason"]
     assert scheme.recall(12) >= cfg.min_recall
 
@@ -44,7 +48,9 @@ def test_lsh_fallback_sizes_buckets_from_the_sample_bits(spark):
     measured = bit_frequencies(frame(spark, fps))
     assert all(abs(p - q) < 1e-9 for p, q in zip(measured.ones, bits.mean(axis=0), strict=True))
     cfg = BandsConfig(auto_max_pairs_per_doc=0.01, hot_bucket_limit=100)
-    scheme, report = choose_design(frame(spark, fps), n=len(fps), k=12, cfg=cfg)
+    scheme, report = choose_design(
+        frame(spark, fps), n=len(fps), k=12, rules=design_rules(cfg, in_task=False)
+    )
     assert report["largest_bit_skew"] > 0.2
     assert scheme == cheapest_lsh(12, cfg.min_recall, len(fps), pair_cost=0.005, max_bucket=25, bits=measured)
     assert scheme != cheapest_lsh(12, cfg.min_recall, len(fps), pair_cost=0.005, max_bucket=25)

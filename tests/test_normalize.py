@@ -93,12 +93,12 @@ def test_fast_paths_equal_the_plain_steps(text):
     [
         ("今日要闻<!-- 广告位 第一篇正文", "今日要闻 广告位 第一篇正文"),  # unterminated comment
         ("前文<!-- 注释 -->后文", "前文 后文"),
-        ('<a title="a>b" href=\'x>y\'>正文</a>', "正文"),  # ">" inside attribute values
+        ("<a title=\"a>b\" href='x>y'>正文</a>", "正文"),  # ">" inside attribute values
         ("<![CDATA[正文内容]]>结尾", "正文内容 结尾"),  # feeds wrap article text in CDATA
         ("<![CDATA[未闭合的正文", "未闭合的正文"),
         ("<script>var a = 1;</script>正文", "正文"),
         ("<script>未闭合的脚本 正文", "未闭合的脚本 正文"),  # unterminated script: its text stays
-        ("<style>p{}</style>正文<div class=\"x", '正文<div class="x'),  # unterminated tag at the end
+        ('<style>p{}</style>正文<div class="x', '正文<div class="x'),  # unterminated tag at the end
         ("<!DOCTYPE html><p>正文</p>", "正文"),
         ("a < b 且 c > d", "a < b 且 c > d"),
     ],
@@ -109,8 +109,12 @@ def test_malformed_html_never_swallows_text(html_text, expected):
 
 # --- traditional and simplified ------------------------------------------------------------------------
 
-SIMPLIFIED = "国务院总理主持召开常务会议，部署进一步做好稳就业工作。会议指出，就业是最大的民生，里面的问题要解决。"
-TRADITIONAL = "國務院總理主持召開常務會議，部署進一步做好穩就業工作。會議指出，就業是最大的民生，裡面的問題要解決。"
+SIMPLIFIED = (
+    "国务院总理主持召开常务会议，部署进一步做好稳就业工作。会议指出，就业是最大的民生，里面的问题要解决。"
+)
+TRADITIONAL = (
+    "國務院總理主持召開常務會議，部署進一步做好穩就業工作。會議指出，就業是最大的民生，裡面的問題要解決。"
+)
 
 
 @pytest.mark.parametrize("direction", ["t2s", "s2t"])

@@ -270,4 +270,8 @@ def test_the_short_preset_finds_short_reprints_and_variants_join_the_scripts(spa
 
     assert pairs(load_config()) == set()
     assert pairs(load_config("short")) == {("s1", "s2")}
-    assert pairs(load_config("short", ['normalize.variants="t2s"'])) == {("s1", "s2"), ("s1", "t1"), ("s2", "t1")}
+    assert pairs(load_config("short", ['normalize.variants="t2s"'])) == {
+        ("s1", "s2"),
+        ("s1", "t1"),
+        ("s2", "t1"),
+    }

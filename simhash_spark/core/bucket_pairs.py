@@ -9,20 +9,27 @@ use fewer tables of fewer bits (``core.bands.cheapest_lsh``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import numpy as np
 
 from simhash_spark.core.simhash import popcount, to_unsigned
 
-SMALL = 48  # buckets below this size are compared together, grouped by size; larger ones one by one
+SMALL = 128  # buckets below this size are compared together, grouped by size; larger ones one by one
 CHUNK = 1 << 21  # pairs (or matrix cells) held at once
 
 
-def group_starts(tables: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Start offsets of the runs of equal (table, key) in rows sorted by them, plus the end offset."""
+def group_starts(tables: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
+    """Start offsets of the runs of equal (table, key) in rows sorted by them (``tables`` None: one table),
+    plus the end offset."""
     n = len(keys)
     if n == 0:
         return np.zeros(1, dtype=np.int64)
-    change = np.flatnonzero((tables[1:] != tables[:-1]) | (keys[1:] != keys[:-1])) + 1
+    differs = keys[1:] != keys[:-1]
+    if tables is not None:
+        differs |= tables[1:] != tables[:-1]
+    change = np.flatnonzero(differs) + 1
     return np.concatenate(([0], change, [n])).astype(np.int64)
 
 
@@ -97,3 +104,56 @@ def bucket_pairs(
     i, j, diff = i[first], j[first], diff[first]
     order = np.lexsort((j, i))
     return i[order], j[order], popcount(diff[order]).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class TableJoin:
+    """The band join of whole tables over one array of fingerprints (``join_tables``)."""
+
+    i: np.ndarray  # int64 positions into the fingerprints, i < j, sorted by (i, j)
+    j: np.ndarray
+    distance: np.ndarray  # int32
+    buckets: list[tuple[int, int, int]]  # (size, table, key): every hot bucket and each table's largest
+
+
+def _table(
+    fps: np.ndarray, t: int, masks: np.ndarray, *, k: int, limit: int, top: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+    """One table: its keys sorted in place (an unstable sort is enough: pairs are a set), buckets over
+    ``limit`` left out, the rest compared (``bucket_pairs``, first-table rule over all ``masks``)."""
+    keys = fps & masks[t]
+    order = np.argsort(keys)
+    keys = keys[order]
+    starts = group_starts(None, keys)
+    sizes = np.diff(starts)
+    firsts = keys[starts[:-1]]
+    # ties: the smaller key first, as for the Spark path's ordering of (size desc, band, key)
+    largest = np.lexsort((firsts, -sizes))[:top]
+    notable = {int(b) for b in largest.tolist()} | {int(b) for b in np.flatnonzero(sizes > limit).tolist()}
+    buckets = [(int(sizes[b]), t, int(firsts[b])) for b in sorted(notable)]
+    keep = np.repeat(sizes <= limit, sizes)
+    rows, keys = order[keep], keys[keep]
+    i, j, d = bucket_pairs(np.full(len(rows), t, dtype=np.int64), keys, fps[rows], k=k, masks=masks)
+    a, b = rows[i], rows[j]
+    return np.minimum(a, b), np.maximum(a, b), d, buckets
+
+
+def join_tables(
+    fps: np.ndarray, masks: np.ndarray, tables: Iterable[int], *, k: int, limit: int, top: int = 10
+) -> TableJoin:
+    """Pairs within ``k`` bits that share a key in any of ``tables`` (indices into ``masks``), each pair
+    from the first table of all ``masks`` in which it collides, so that tables joined apart (one task per
+    group of tables) never repeat a pair. Buckets of more than ``limit`` fingerprints are not compared
+    (their pairs are resolved as spanning forests) but reported, with each table's ``top`` largest.
+
+    ``fps``: int64 fingerprints (several positions may hold the same value); ``masks``: int64, per table.
+    """
+    parts = [_table(fps, t, masks, k=k, limit=limit, top=top) for t in tables]
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return TableJoin(empty, empty, np.zeros(0, dtype=np.int32), [])
+    i = np.concatenate([p[0] for p in parts])
+    j = np.concatenate([p[1] for p in parts])
+    d = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((j, i))
+    return TableJoin(i[order], j[order], d[order].astype(np.int32), [b for p in parts for b in p[3]])

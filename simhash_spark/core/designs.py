@@ -4,10 +4,12 @@ For every exact design worth considering, the number of candidate pairs its tabl
 Σ size·(size−1)/2 over its buckets, counted on (a deterministic hash sample of) the distinct fingerprints
 and scaled by 1/fraction² when sampled — by Spark (``transforms.designs``) or on the driver
 (``core.link_local``); both hand the counts to ``decide_design``. The estimated work of a design is its
-exploded rows (fingerprints × tables) plus its candidate pairs at ``PAIR_COST`` rows each: a row is
-shuffled and sorted, a pair is one vectorized popcount inside its bucket. The cheapest exact design wins
-when its candidate pairs per fingerprint fit the budget; otherwise the cheapest LSH design that reaches
-the recall, its bucket sizes estimated from the sample's bit frequencies.
+rows (fingerprints × tables) plus its candidate pairs at ``pair_cost`` rows each. What a row costs depends on
+the join: exploded, shuffled and sorted by Spark (``SHUFFLED_PAIR_COST``: a pair, one vectorized popcount
+inside its bucket, is nearly free beside it), or one element of a table sorted in numpy inside a task
+(``IN_TASK_PAIR_COST``: rows and pairs cost the same order of time, so designs of more bits win). The
+cheapest exact design wins when its candidate pairs per fingerprint fit the budget; otherwise the cheapest
+LSH design that reaches the recall, its bucket sizes estimated from the sample's bit frequencies.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any
 from simhash_spark.core.bands import BandScheme, BitModel, cheapest_lsh, exact_candidates
 
 MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the counting work
-# The cost of comparing one in-bucket pair in place (core.bucket_pairs) relative to one exploded row through
-# explode, shuffle, sort and Arrow; calibrated with bench/scale.py (docs/benchmarks.md has the numbers).
-PAIR_COST = 0.005
+# The cost of comparing one in-bucket pair in place (core.bucket_pairs) relative to one row of a table:
+# through explode, shuffle, sort and Arrow (calibrated with bench/scale.py), or sorted in numpy inside a task
+# (calibrated with bench/band_join.py); docs/benchmarks.md has the numbers.
+SHUFFLED_PAIR_COST = 0.005
+IN_TASK_PAIR_COST = 0.15
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class DesignRules:
     min_recall: float  # LSH designs: recall at distance k
     max_pairs_per_doc: float  # exact designs: candidate pairs per distinct fingerprint
     hot_bucket_limit: int  # LSH designs keep random buckets under a quarter of it
+    sample_rows: int  # bucket counts on a deterministic sample of about this many fingerprints
+    pair_cost: float = SHUFFLED_PAIR_COST  # a candidate pair's cost in rows of a table (see the module doc)
 
 
 def auto_designs(k: int) -> list[BandScheme]:
@@ -61,7 +67,7 @@ def decide_design(
     for i, d in enumerate(designs):
         sampled_pairs, largest = measured.get(i, (0.0, 0))
         pairs = sampled_pairs / (fraction * fraction)
-        work = PAIR_COST * pairs + n * d.n_tables(k)
+        work = rules.pair_cost * pairs + n * d.n_tables(k)
         report.append(
             {
                 "scheme": d.spec,
@@ -84,7 +90,7 @@ def decide_design(
             k,
             rules.min_recall,
             max(n, 1),
-            pair_cost=PAIR_COST,
+            pair_cost=rules.pair_cost,
             max_bucket=rules.hot_bucket_limit / 4,
             bits=model,
         )

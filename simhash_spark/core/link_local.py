@@ -3,7 +3,7 @@
 
 Identical groups → band design (``core.designs``, counted on every fingerprint: the Spark path counts on
 all of them too below ``bands.auto_sample_rows``) → bucket sizes and hot buckets → candidates
-(``core.bucket_pairs`` over each table's sorted keys, hot buckets skipped) → the pair rule
+(``core.bucket_pairs.join_tables``: each table's keys sorted, hot buckets skipped) → the pair rule
 (``core.rules``; texts fetched only for the pairs that need the check) → spanning forests of hot buckets
 (``core.forest``) → pairs expanded to every member → connected components (``core.components``). Every
 step mirrors its Spark twin, and tests compare the two on the same inputs (tests/test_link_local.py).
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from simhash_spark.core.bands import BITS, BandScheme, BitModel, parse_scheme
-from simhash_spark.core.bucket_pairs import bucket_pairs
+from simhash_spark.core.bucket_pairs import join_tables
 from simhash_spark.core.components import component_labels
 from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
 from simhash_spark.core.forest import accepted_forest
@@ -142,40 +142,6 @@ def _design(fps: np.ndarray, k: int, settings: LinkSettings) -> tuple[BandScheme
     )
 
 
-def _buckets(
-    fps: np.ndarray, masks: list[int], limit: int
-) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
-    """(the ten largest buckets as (size, table, key), the hot ones as (table, key)), exactly."""
-    sizes: list[tuple[int, int, int]] = []
-    hot: list[tuple[int, int]] = []
-    for t, keys in enumerate(_table_keys(fps, masks)):
-        values, counts = np.unique(keys, return_counts=True)
-        top = np.argsort(-counts, kind="stable")[:10]  # equal sizes: smaller key first, as values are sorted
-        sizes += [(int(counts[i]), t, int(values[i])) for i in top]
-        hot += [(t, int(v)) for v in values[counts > limit].tolist()]
-    sizes.sort(key=lambda s: (-s[0], s[1], s[2]))
-    return sizes[:10], hot
-
-
-def _candidates(
-    reps: pd.DataFrame, masks: list[int], hot: list[tuple[int, int]], k: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Band-join pairs of representatives (indices into ``reps``, i < j by position) and their distances."""
-    fps = reps["fingerprint"].to_numpy(dtype=np.int64)
-    tables, keys, rows = [], [], []
-    for t, table_keys in enumerate(_table_keys(fps, masks)):
-        skip = np.array([key for table, key in hot if table == t], dtype=np.int64)
-        idx = np.flatnonzero(~np.isin(table_keys, skip))
-        tables.append(np.full(len(idx), t, dtype=np.int64))
-        keys.append(table_keys[idx])
-        rows.append(idx)
-    table, key, row = np.concatenate(tables), np.concatenate(keys), np.concatenate(rows)
-    order = np.lexsort((key, table))
-    table, key, row = table[order], key[order], row[order]
-    i, j, d = bucket_pairs(table, key, fps[row], k=k, masks=np.array(masks, dtype=np.int64))
-    return row[i], row[j], d
-
-
 def _title_distance(titles: Mapping[Any, int], a: Any, b: Any) -> int | None:
     ta, tb = titles.get(a), titles.get(b)
     return None if ta is None or tb is None else ((ta ^ tb) & _M64).bit_count()
@@ -283,14 +249,18 @@ def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
     fps = groups.reps["fingerprint"].to_numpy(dtype=np.int64)
     scheme, report = _design(fps, k, settings)
     masks = scheme.table_masks(k)
-    top, hot = _buckets(fps, masks, settings.design_rules.hot_bucket_limit)
-    ci, cj, cd = _candidates(groups.reps, masks, hot, k)
+    limit = settings.design_rules.hot_bucket_limit
+    joined = join_tables(fps, np.array(masks, dtype=np.int64), range(len(masks)), k=k, limit=limit)
+    buckets = sorted(joined.buckets, key=lambda s: (-s[0], s[1], s[2]))
+    hot = [(t, key) for size, t, key in buckets if size > limit]
     ids = groups.reps["id"].to_numpy()
     pairs = [
         (min(a, b), max(a, b), int(d))
-        for a, b, d in zip(ids[ci].tolist(), ids[cj].tolist(), cd.tolist(), strict=True)
+        for a, b, d in zip(
+            ids[joined.i].tolist(), ids[joined.j].tolist(), joined.distance.tolist(), strict=True
+        )
     ]
-    return Candidates(docs, groups, scheme, report, masks, top, hot, pairs)
+    return Candidates(docs, groups, scheme, report, masks, buckets[:10], hot, pairs)
 
 
 def link_local(

@@ -66,7 +66,8 @@ def similarity(
     # over 64-bit hashes of the distinct n-grams (numpy, ~4x faster than sets of strings); equal to the
     # Jaccard of the n-gram sets unless two distinct n-grams of the pair collide (~1e-13)
     n = opts.ngram_size
-    if short.below_letters and short.is_short(min(letters(a), letters(b))):  # counted only when the mode is on
+    # letters are counted only when the mode is on
+    if short.below_letters and short.is_short(min(letters(a), letters(b))):
         n = short.ngram_size
     return hashed_jaccard(char_ngram_hashes(a, n)[0], char_ngram_hashes(b, n)[0])
 

@@ -1,17 +1,23 @@
-"""The band join: candidate pairs whose fingerprints agree on a table key, within k bits."""
+"""The band join: candidate pairs whose fingerprints agree on a table key, within k bits.
+
+Two ways, same pairs: ``in_task_band_join`` ships the distinct fingerprints to every task and sorts whole
+tables in numpy (no exploded rows); ``partitioned_band_keys`` + ``band_join`` explode one row per
+(fingerprint, table) and shuffle them, for runs too large to ship."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
 
 from simhash_spark import columns as C
-from simhash_spark.core.bucket_pairs import bucket_pairs
+from simhash_spark.core.bucket_pairs import TableJoin, bucket_pairs, join_tables
 
 _MIN_ROWS = 1 << 16  # rows gathered before comparing: numpy calls per Arrow batch (1,000 rows) would dominate
 
@@ -106,4 +112,64 @@ def band_join(
 
     return keys.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT).mapInArrow(
         run, schema=f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int"
+    )
+
+
+def in_task_band_join(
+    reps: DataFrame, *, masks: list[int], max_distance: int, hot_bucket_limit: int, tasks: int
+) -> DataFrame:
+    """The band join with every table sorted inside a task: ``reps`` (``id``, ``fingerprint``) is collected
+    once and broadcast, and each of ``tasks`` tasks joins every ``tasks``-th table (``core.bucket_pairs.
+    join_tables``: each pair once over all tables, buckets over ``hot_bucket_limit`` left to the forests).
+
+    Out: pair rows (``id_a`` < ``id_b``, ``distance``; bucket columns null) and bucket rows (``band``,
+    ``band_key``, ``bucket_size`` of every hot bucket and each table's ten largest; pair columns null).
+    """
+    spark = reps.sparkSession
+    id_type = reps.schema[C.ID].dataType.simpleString()
+    frame: pd.DataFrame = reps.select(C.ID, C.FINGERPRINT).toPandas()
+    shipped = spark.sparkContext.broadcast(
+        (frame[C.ID].to_numpy(), frame[C.FINGERPRINT].to_numpy(dtype=np.int64))
+    )
+    id_arrow_type = to_arrow_type(reps.schema[C.ID].dataType)
+    table_masks = np.array(masks, dtype=np.int64)
+    n_tasks = max(1, min(tasks, len(masks)))
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ids, fps = shipped.value
+        for batch in batches:
+            for group in batch.column(0).to_pylist():
+                joined = join_tables(
+                    fps,
+                    table_masks,
+                    range(group, len(masks), n_tasks),
+                    k=max_distance,
+                    limit=hot_bucket_limit,
+                )
+                yield _joined_batch(pa.array(ids, type=id_arrow_type), joined)
+
+    schema = (
+        f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, "
+        f"{C.BAND} int, {C.KEY} bigint, {C.BUCKET_SIZE} bigint"
+    )
+    return spark.range(0, n_tasks, 1, n_tasks).mapInArrow(run, schema=schema)
+
+
+def _joined_batch(id_values: pa.Array, joined: TableJoin) -> pa.RecordBatch:
+    """A task's pairs (as ids) and notable buckets, in ``in_task_band_join``'s one schema."""
+    n_pairs, n_buckets = len(joined.i), len(joined.buckets)
+    a, b = id_values.take(pa.array(joined.i)), id_values.take(pa.array(joined.j))
+    first = pc.less(a, b)  # positions follow the collected order, not the ids' order
+    no_ids = pa.nulls(n_buckets, id_values.type)
+    size, band, key = zip(*joined.buckets, strict=True) if n_buckets else ((), (), ())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.concat_arrays([pc.if_else(first, a, b), no_ids]),
+            pa.concat_arrays([pc.if_else(first, b, a), no_ids]),
+            pa.concat_arrays([pa.array(joined.distance, pa.int32()), pa.nulls(n_buckets, pa.int32())]),
+            pa.concat_arrays([pa.nulls(n_pairs, pa.int32()), pa.array(band, pa.int32())]),
+            pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(key, pa.int64())]),
+            pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(size, pa.int64())]),
+        ],
+        names=[C.ID_A, C.ID_B, C.DISTANCE, C.BAND, C.KEY, C.BUCKET_SIZE],
     )

@@ -14,7 +14,13 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
 from simhash_spark.core.bands import BITS, BandScheme, BitModel
-from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
+from simhash_spark.core.designs import (
+    IN_TASK_PAIR_COST,
+    SHUFFLED_PAIR_COST,
+    DesignRules,
+    auto_designs,
+    decide_design,
+)
 from simhash_spark.transforms.hot_buckets import hash_sample
 
 
@@ -41,16 +47,20 @@ def _sampled_buckets(sample: DataFrame, designs: list[BandScheme], k: int) -> di
     return {int(r["d"]): r for r in rows}
 
 
-def design_rules(cfg: BandsConfig) -> DesignRules:
-    """What ``core.designs.decide_design`` needs of the ``[bands]`` configuration."""
-    return DesignRules(cfg.min_recall, cfg.auto_max_pairs_per_doc, cfg.hot_bucket_limit)
+def design_rules(cfg: BandsConfig, *, in_task: bool) -> DesignRules:
+    """What ``core.designs.decide_design`` needs of the ``[bands]`` configuration, priced for the band join
+    that will run (``in_task``: tables sorted inside tasks, or the shuffled join)."""
+    pair_cost = IN_TASK_PAIR_COST if in_task else SHUFFLED_PAIR_COST
+    return DesignRules(
+        cfg.min_recall, cfg.auto_max_pairs_per_doc, cfg.hot_bucket_limit, cfg.auto_sample_rows, pair_cost
+    )
 
 
-def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
+def choose_design(fps: DataFrame, *, n: int, k: int, rules: DesignRules) -> tuple[BandScheme, dict[str, Any]]:
     """In: ``fps`` (``id``, ``fingerprint``), one row per distinct fingerprint, ``n`` of them.
     Returns the design and the numbers behind the choice (for summary.json)."""
     designs = auto_designs(k)
-    fraction = min(1.0, cfg.auto_sample_rows / n) if n else 1.0
+    fraction = min(1.0, rules.sample_rows / n) if n else 1.0
     rows = _sampled_buckets(hash_sample(fps, fraction), designs, k) if designs and n else {}
     measured = {i: (float(r["pairs"]), int(r["largest_bucket"])) for i, r in rows.items()}
     return decide_design(
@@ -59,7 +69,7 @@ def choose_design(fps: DataFrame, *, n: int, k: int, cfg: BandsConfig) -> tuple[
         n=n,
         k=k,
         fraction=fraction,
-        rules=design_rules(cfg),
+        rules=rules,
         bits=lambda: bit_frequencies(hash_sample(fps, fraction)),
     )
 
