@@ -124,8 +124,16 @@ def paraphrase_safety(corpora: Path) -> dict:
                         else cfg.verify.ngram_size
                     )
                     honest &= shingle_jaccard(ta, tb, n) >= cfg.verify.min_similarity
+            # translated PAWS-X holds label-0 pairs whose two texts are the same once normalized: no text
+            # dedup can keep those apart, so the rate is also given over the pairs whose texts differ
+            same = np.asarray(
+                [normalize(r["text1"], NORM).text == normalize(r["text2"], NORM).text for r in rows]
+            )
+            differing_negatives = (labels == 0) & ~same
             out[f"{name} {preset}"] = {
                 "label0_joined": round(float(joined[labels == 0].mean()), 4),
+                "label0_identical_texts": int(((labels == 0) & same).sum()),
+                "label0_joined_texts_differ": round(float(joined[differing_negatives].mean()), 4),
                 "label1_joined": round(float(joined[labels == 1].mean()), 4),
                 "every_joined_pair_passes_its_jaccard": bool(honest),
             }
