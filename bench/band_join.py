@@ -6,7 +6,7 @@ numbers behind ``core.designs.IN_TASK_PAIR_COST``.
 
 Random fingerprints (uniform bits), one process, one core: for each design, ``--tables`` of its tables are
 joined one at a time and timed; the random-collision pairs each table compared are counted from its bucket
-sizes. A least-squares fit of seconds per table = rows * row_cost + pairs * pair_cost over the designs gives
+sizes. A least-squares fit (of relative errors) of seconds per table = rows * row_cost + pairs * pair_cost over the designs gives
 both costs; their ratio is what the design choice weighs a pair at.
 """
 
@@ -51,7 +51,8 @@ def main() -> None:
     rows = [measure(fps, spec, args.k, args.tables) for spec in args.designs]
     x = np.array([[args.n, r["pairs_per_table"]] for r in rows], dtype=np.float64)
     y = np.array([r["seconds_per_table"] for r in rows])
-    row_cost, pair_cost = np.linalg.lstsq(x, y, rcond=None)[0]
+    # relative errors: the small times of the designs that matter weigh as much as the large ones
+    row_cost, pair_cost = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)[0]
     for r in rows:
         print(json.dumps(r))
     print(

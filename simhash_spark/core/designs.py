@@ -25,7 +25,7 @@ MAX_TABLES_COUNTED = 80  # tables across all counted designs: bounds the countin
 # through explode, shuffle, sort and Arrow (calibrated with bench/scale.py), or sorted in numpy inside a task
 # (calibrated with bench/band_join.py); docs/benchmarks.md has the numbers.
 SHUFFLED_PAIR_COST = 0.005
-IN_TASK_PAIR_COST = 0.15
+IN_TASK_PAIR_COST = 0.08
 
 
 @dataclass(frozen=True)
