@@ -29,6 +29,7 @@ from simhash_spark.transforms.candidates import (
     band_join,
     hamming_distance,
     in_task_band_join,
+    in_task_parallelism,
     partitioned_band_keys,
 )
 from simhash_spark.transforms.components import connected_components
@@ -208,6 +209,7 @@ class _Design:
     hot: DataFrame | None  # band, band_key of the buckets over the limit (None: linked on the driver)
     n_hot: int
     largest_buckets: list[dict[str, Any]]
+    join: str  # where the band join ran: "in_task", "shuffled" or "driver"
 
 
 def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunContext) -> _Identical:
@@ -292,13 +294,20 @@ def _shuffled_join(
         bands.hot_bucket_limit,
     )
     hot = sizes.where(F.col(C.BUCKET_SIZE) > bands.hot_bucket_limit)
-    design = _Design(scheme, masks, report, hot, len(hot_keys), largest)
+    design = _Design(scheme, masks, report, hot, len(hot_keys), largest, "shuffled")
     keys = partitioned_band_keys(ident.reps, masks=masks, skip=hot if hot_keys else None)
     return design, ctx.persist(band_join(keys, masks=masks, max_distance=k))
 
 
 def _in_task_join(
-    ident: _Identical, scheme: BandScheme, report: dict[str, Any], k: int, bands: BandsConfig, ctx: RunContext
+    ident: _Identical,
+    scheme: BandScheme,
+    report: dict[str, Any],
+    k: int,
+    bands: BandsConfig,
+    ctx: RunContext,
+    *,
+    tasks: int,
 ) -> tuple[_Design, DataFrame]:
     """The band join with whole tables sorted inside tasks; bucket sizes come out of it, exact."""
     masks = scheme.table_masks(k)
@@ -309,7 +318,7 @@ def _in_task_join(
             masks=masks,
             max_distance=k,
             hot_bucket_limit=bands.hot_bucket_limit,
-            tasks=spark.sparkContext.defaultParallelism,
+            tasks=tasks,
         )
     )
     is_bucket = F.col(C.BUCKET_SIZE).isNotNull()
@@ -318,7 +327,7 @@ def _in_task_join(
         bands.hot_bucket_limit,
     )
     hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
-    design = _Design(scheme, masks, report, hot, len(hot_keys), largest)
+    design = _Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task")
     return design, joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE)
 
 
@@ -365,10 +374,13 @@ def _find(
     lengths = keyed.select(C.ID, C.N_CHARS)
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        in_task = int(ident.totals["distinct"]) <= params.bands.in_task_max_fingerprints
+        tasks = in_task_parallelism(keyed.sparkSession)
+        in_task = tasks is not None and int(ident.totals["distinct"]) <= params.bands.in_task_max_fingerprints
         scheme, report = _scheme(ident, k, params.bands, in_task=in_task)
-        join = _in_task_join if in_task else _shuffled_join
-        design, candidates = join(ident, scheme, report, k, params.bands, ctx)
+        if in_task:
+            design, candidates = _in_task_join(ident, scheme, report, k, params.bands, ctx, tasks=tasks or 1)
+        else:
+            design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):
         rep_pairs, forest_edges = _accepted(
@@ -425,6 +437,7 @@ def _stats(
             "max_distance": k,
             "exact": design.scheme.exact,
             "recall_at_k": round(design.scheme.recall(k), 6),
+            "join": design.join,
             **({"auto": design.report} if design.report else {}),
         },
     }
@@ -524,7 +537,9 @@ def _link_on_driver(
         local = link_local(found, settings, _texts_of(texts))
     with ctx.stage("clusters"):
         pairs, assignments = _frames(keyed, local)
-    design = _Design(local.scheme, found.masks, local.design_report, None, local.n_hot, local.largest_buckets)
+    design = _Design(
+        local.scheme, found.masks, local.design_report, None, local.n_hot, local.largest_buckets, "driver"
+    )
     stats = _stats(
         local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
     )

@@ -1,6 +1,7 @@
 """The pipeline runs unchanged through Spark Connect: a local Connect server started from the PySpark
 installation, the CLI with --remote, outputs equal to a local-mode run."""
 
+import json
 import os
 import signal
 import subprocess
@@ -60,11 +61,16 @@ def connect_server(tmp_path_factory):
         log.close()
 
 
-def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server, tmp_path):
+# the second case takes the Spark linking steps: locally the band join inside tasks, through Connect (no
+# SparkContext to broadcast with) the shuffled one; one fixed design, so both must give the same pairs
+@pytest.mark.parametrize(
+    "settings", [[], ["--set", "cluster.local_max_documents=0", "--set", "bands.scheme=lsh:30,8"]]
+)
+def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server, tmp_path, settings):
     corpus = tmp_path / "corpus.parquet"
     write_corpus(corpus, n_docs=100, seed=13)
     local = tmp_path / "local"
-    assert main(["dedup", "--input", str(corpus), "--output", str(local)]) == 0
+    assert main(["dedup", "--input", str(corpus), "--output", str(local), *settings]) == 0
     remote = tmp_path / "remote"
     proc = subprocess.run(
         [
@@ -78,6 +84,7 @@ def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server,
             str(remote),
             "--remote",
             connect_server,
+            *settings,
         ],
         capture_output=True,
         text=True,
@@ -85,5 +92,8 @@ def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (remote / "_SUCCESS").exists()
+    if settings:  # Connect cannot broadcast: the shuffled band join
+        joins = [json.loads((out / "summary.json").read_text())["bands"]["join"] for out in (local, remote)]
+        assert joins == ["in_task", "shuffled"]
     for name in ("documents", "pairs", "clusters", "deduplicated"):
         assertDataFrameEqual(spark.read.parquet(str(remote / name)), spark.read.parquet(str(local / name)))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 
@@ -113,6 +113,15 @@ def band_join(
     return keys.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT).mapInArrow(
         run, schema=f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int"
     )
+
+
+def in_task_parallelism(spark: SparkSession) -> int | None:
+    """Tasks for ``in_task_band_join`` (the default parallelism), or None where it cannot run: Spark
+    Connect has no SparkContext to broadcast with."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:
+        return None
 
 
 def in_task_band_join(
