@@ -33,13 +33,8 @@ def rows_for(fps: np.ndarray, masks: np.ndarray):
     return t[order], key[order], f[order]
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    spec=st.sampled_from([("4x16", 3), ("blocks:6", 4), ("lsh:6,5", 9), ("lsh:3,2", 12)]),
-    small=st.sampled_from([2, 4, 48]),
-)
-def test_bucket_pairs_equal_brute_force(seed, spec, small):
+def design_and_fingerprints(seed: int, spec: tuple[str, int], n_near: int):
+    """(masks, k, 40 random fingerprints, ``n_near`` around one centre at 0..k+2 bits)."""
     scheme, k = parse_scheme(spec[0]), spec[1]
     masks = np.array(scheme.table_masks(k), dtype=np.int64)
     rng = np.random.default_rng(seed)
@@ -47,13 +42,21 @@ def test_bucket_pairs_equal_brute_force(seed, spec, small):
     near = [
         centre
         ^ np.int64(sum(1 << int(b) for b in rng.choice(63, size=int(rng.integers(0, k + 3)), replace=False)))
-        for _ in range(60)
+        for _ in range(n_near)
     ]
-    fps = np.unique(
-        np.concatenate(
-            [rng.integers(-(2**63), 2**63 - 1, size=40, dtype=np.int64), np.array(near, dtype=np.int64)]
-        )
-    )
+    random = rng.integers(-(2**63), 2**63 - 1, size=40, dtype=np.int64)
+    return masks, k, random, np.array(near, dtype=np.int64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    spec=st.sampled_from([("4x16", 3), ("blocks:6", 4), ("lsh:6,5", 9), ("lsh:3,2", 12)]),
+    small=st.sampled_from([2, 4, 48]),
+)
+def test_bucket_pairs_equal_brute_force(seed, spec, small):
+    masks, k, random, near = design_and_fingerprints(seed, spec, 60)
+    fps = np.unique(np.concatenate([random, near]))
     t, key, f = rows_for(fps, masks)
     old, bp.SMALL = bp.SMALL, small  # both code paths: size-grouped small buckets and one-by-one large ones
     try:
@@ -116,17 +119,8 @@ def brute_table_join(fps, masks, k, limit):
 def test_tables_joined_in_groups_equal_brute_force(seed, spec, groups, limit):
     """join_tables over every ``groups``-th table, unioned: each pair within k once, from its first
     table, none from a hot bucket; every hot bucket and each table's ten largest reported with exact sizes."""
-    scheme, k = parse_scheme(spec[0]), spec[1]
-    masks = np.array(scheme.table_masks(k), dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    centre = rng.integers(0, 2**63, dtype=np.int64)
-    near = [
-        centre
-        ^ np.int64(sum(1 << int(b) for b in rng.choice(63, size=int(rng.integers(0, k + 3)), replace=False)))
-        for _ in range(50)
-    ]
-    random = rng.integers(-(2**63), 2**63 - 1, size=40, dtype=np.int64)
-    fps = np.concatenate([random, np.array(near, dtype=np.int64), random[:5]])  # repeated values too
+    masks, k, random, near = design_and_fingerprints(seed, spec, 50)
+    fps = np.concatenate([random, near, random[:5]])  # repeated values too
     parts = [
         bp.join_tables(fps, masks, range(g, len(masks), groups), k=k, limit=limit) for g in range(groups)
     ]
