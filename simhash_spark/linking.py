@@ -374,8 +374,9 @@ def _find(
     lengths = keyed.select(C.ID, C.N_CHARS)
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        tasks = in_task_parallelism(keyed.sparkSession)
-        in_task = tasks is not None and int(ident.totals["distinct"]) <= params.bands.in_task_max_fingerprints
+        n_distinct = int(ident.totals["distinct"])
+        tasks = in_task_parallelism(keyed.sparkSession, n_distinct)
+        in_task = tasks is not None and n_distinct <= params.bands.in_task_max_fingerprints
         scheme, report = _scheme(ident, k, params.bands, in_task=in_task)
         if in_task:
             design, candidates = _in_task_join(ident, scheme, report, k, params.bands, ctx, tasks=tasks or 1)

@@ -108,3 +108,17 @@ def test_the_driver_path_is_taken_only_when_small(spark, corpus):
     big_jobs, big_plan = jobs_and_plan(10)  # more documents than that: the Spark linking
     assert "MapInArrow" in big_plan and "MapInArrow" not in small_plan  # the band join's Python task
     assert small_jobs < big_jobs - 10
+
+
+def test_fingerprints_that_would_crowd_the_driver_take_the_shuffled_join(spark, corpus, monkeypatch):
+    """The join inside tasks collects every fingerprint to the driver first: only when they fit a quarter of
+    its heap (here made to need ~1 TB each); otherwise the shuffled join, with the same outputs."""
+    from simhash_spark.transforms import candidates
+
+    config = CONFIGS["hot_buckets"]
+    in_task = _run(spark, corpus, config, 0)
+    monkeypatch.setattr(candidates, "COLLECT_BYTES", 1 << 40)
+    crowded = _run(spark, corpus, config, 0)
+    assert (in_task["join"], crowded["join"]) == ("in_task", "shuffled")
+    for key in ("documents", "pairs", "clusters"):
+        assert crowded[key] == in_task[key], key

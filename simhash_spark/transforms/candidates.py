@@ -115,13 +115,22 @@ def band_join(
     )
 
 
-def in_task_parallelism(spark: SparkSession) -> int | None:
-    """Tasks for ``in_task_band_join`` (the default parallelism), or None where it cannot run: Spark
-    Connect has no SparkContext to broadcast with."""
+# driver heap per collected (id, fingerprint) while the Arrow batches are gathered: 8 bytes of fingerprint
+# and an id (a string id of ~20 characters), doubled for the JVM's own overhead
+COLLECT_BYTES = 64
+
+
+def in_task_parallelism(spark: SparkSession, n_fingerprints: int) -> int | None:
+    """Tasks for ``in_task_band_join`` (the default parallelism), or None where it must not run: Spark
+    Connect has no SparkContext to broadcast with, and the driver collects every fingerprint first, so
+    they must fit a quarter of its heap (a 1 GB driver: ~4 M)."""
     try:
-        return int(spark.sparkContext.defaultParallelism)
+        sc = spark.sparkContext
+        tasks = int(sc.defaultParallelism)
+        heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())  # type: ignore[union-attr]
     except Exception:
         return None
+    return tasks if n_fingerprints * COLLECT_BYTES <= heap // 4 else None
 
 
 def in_task_band_join(
