@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
+from simhash_spark.core.fingerprint import STATUSES
 from simhash_spark.report.render import ExampleCluster, Member, ReportData, figures, highlight, render
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
@@ -36,16 +37,6 @@ class Checker(HTMLParser):
             self.stack.pop()
 
 
-STATUSES = (
-    "ok",
-    "truncated",
-    "invalid_utf8",
-    "null_text",
-    "empty",
-    "too_short",
-    "no_features",
-    "already_indexed",
-)
 STAGES = ("validate", "fingerprint", "candidates", "verify", "clusters", "assemble", "write", "report")
 
 
@@ -136,14 +127,7 @@ def test_plots_show_what_a_reader_needs(figs):
     sizes, _, status, stage, sims = (fig.axes[0] for fig in figs)
     assert status.get_xscale() == "linear" and sizes.get_xscale() == "linear"
     # every status with documents is a bar with its count printed, however small
-    assert [t.get_text() for t in status.get_yticklabels()][::-1] == [
-        "ok",
-        "truncated",
-        "invalid_utf8",
-        "null_text",
-        "empty",
-        "too_short",
-    ]
+    assert [t.get_text() for t in status.get_yticklabels()][::-1] == list(STATUSES[:6])
     assert {"990,000", "2", "3"} <= {t.get_text() for t in status.texts}
     # the whole run is in the title, not a bar that dwarfs the stages
     assert "total" not in [t.get_text() for t in stage.get_yticklabels()] and "402.5 s" in stage.get_title()
