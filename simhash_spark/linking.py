@@ -22,11 +22,20 @@ from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig, Config
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
-from simhash_spark.core.link_local import Documents, LinkSettings, LocalLinked, find_candidates, link_local
+from simhash_spark.core.bucket_pairs import rank_buckets
+from simhash_spark.core.link_local import (
+    Documents,
+    LinkSettings,
+    LocalLinked,
+    choose_design_local,
+    find_candidates,
+    link_local,
+)
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE, VERIFIED, ThresholdPolicy, VerifyOptions
 from simhash_spark.transforms.candidates import (
     band_join,
+    collect_fingerprints,
     hamming_distance,
     in_task_band_join,
     in_task_parallelism,
@@ -248,30 +257,15 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
     return _Identical(groups, members, totals)
 
 
-def _scheme(
-    ident: _Identical, k: int, bands: BandsConfig, *, in_task: bool
-) -> tuple[BandScheme, dict[str, Any]]:
-    """The band design (``auto``: chosen from a sample, priced for the join that will run)."""
+def _scheme(ident: _Identical, k: int, bands: BandsConfig) -> tuple[BandScheme, dict[str, Any]]:
+    """The band design for the shuffled join (``auto``: chosen from a sample counted by Spark)."""
     scheme = parse_scheme(bands.scheme)
     if not scheme.auto:
         return scheme, {}
     n_distinct = int(ident.totals["distinct"])
-    scheme, report = choose_design(ident.reps, n=n_distinct, k=k, rules=design_rules(bands, in_task=in_task))
+    scheme, report = choose_design(ident.reps, n=n_distinct, k=k, rules=design_rules(bands, in_task=False))
     log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
     return scheme, report
-
-
-def _largest(
-    rows: list[tuple[int, int, int]], limit: int
-) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """(the ten largest buckets for summary.json, the (band, key) of those over ``limit``) from (size, band,
-    key) rows."""
-    rows = sorted(rows, key=lambda t: (-t[0], t[1], t[2]))
-    largest = [
-        {"band": band, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
-        for size, band, key in rows[:10]
-    ]
-    return largest, [(band, key) for size, band, key in rows if size > limit]
 
 
 def _shuffled_join(
@@ -286,7 +280,7 @@ def _shuffled_join(
     )
     # sizes holds the sampled candidates for hot buckets only (a few hundred rows): one collect serves
     # the count and the top ten
-    largest, hot_keys = _largest(
+    largest, hot_keys = rank_buckets(
         [
             (r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY])
             for r in sizes.select(C.BAND, C.KEY, C.BUCKET_SIZE).collect()
@@ -300,21 +294,22 @@ def _shuffled_join(
 
 
 def _in_task_join(
-    ident: _Identical,
-    scheme: BandScheme,
-    report: dict[str, Any],
-    k: int,
-    bands: BandsConfig,
-    ctx: RunContext,
-    *,
-    tasks: int,
+    ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext, *, tasks: int
 ) -> tuple[_Design, DataFrame]:
-    """The band join with whole tables sorted inside tasks; bucket sizes come out of it, exact."""
-    masks = scheme.table_masks(k)
+    """The band join with whole tables sorted inside tasks. The representatives are collected once: the
+    design is chosen on the driver from them (``auto``), bucket sizes come out of the join, exact."""
     spark = ident.reps.sparkSession
+    reps = collect_fingerprints(ident.reps)
+    scheme, report = choose_design_local(
+        reps.fingerprints, k, bands.scheme, design_rules(bands, in_task=True)
+    )
+    if report:
+        log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
+    masks = scheme.table_masks(k)
     joined = ctx.persist(
         in_task_band_join(
-            ident.reps,
+            spark,
+            reps,
             masks=masks,
             max_distance=k,
             hot_bucket_limit=bands.hot_bucket_limit,
@@ -322,7 +317,7 @@ def _in_task_join(
         )
     )
     is_bucket = F.col(C.BUCKET_SIZE).isNotNull()
-    largest, hot_keys = _largest(
+    largest, hot_keys = rank_buckets(
         [(r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY]) for r in joined.where(is_bucket).collect()],
         bands.hot_bucket_limit,
     )
@@ -376,11 +371,10 @@ def _find(
         ident = _identical(keyed, texts if checking else None, limit, ctx)
         n_distinct = int(ident.totals["distinct"])
         tasks = in_task_parallelism(keyed.sparkSession, n_distinct)
-        in_task = tasks is not None and n_distinct <= params.bands.in_task_max_fingerprints
-        scheme, report = _scheme(ident, k, params.bands, in_task=in_task)
-        if in_task:
-            design, candidates = _in_task_join(ident, scheme, report, k, params.bands, ctx, tasks=tasks or 1)
+        if tasks is not None and n_distinct <= params.bands.in_task_max_fingerprints:
+            design, candidates = _in_task_join(ident, k, params.bands, ctx, tasks=tasks)
         else:
+            scheme, report = _scheme(ident, k, params.bands)
             design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):

@@ -126,3 +126,28 @@ def test_lsh_buckets_are_sized_for_skewed_bits_not_uniform_ones():
     assert sized.recall(k) >= 0.99
     # uniform bits give the uniform design
     assert cheapest_lsh(k, 0.99, n, pair_cost=0.005, max_bucket=bound, bits=BitModel.uniform()) == uniform
+
+
+def test_the_driver_chooses_the_design_on_a_sample_whatever_the_order():
+    """choose_design_local (the band join inside tasks) counts a hash sample of about sample_rows
+    fingerprints, reports its fraction and all n, and does not depend on the order of the values."""
+    import numpy as np
+
+    from simhash_spark.core.designs import IN_TASK_PAIR_COST, DesignRules
+    from simhash_spark.core.link_local import choose_design_local
+
+    fps = np.random.default_rng(5).integers(-(2**63), 2**63 - 1, size=30_000, dtype=np.int64)
+    rules = DesignRules(0.99, 50.0, 1000, 3_000, IN_TASK_PAIR_COST)
+    scheme, report = choose_design_local(fps, 12, "auto", rules)
+    again, report_again = choose_design_local(fps[::-1].copy(), 12, "auto", rules)
+    assert (scheme, report) == (again, report_again)
+    assert report["sample_fraction"] == 0.1
+    everything, full = choose_design_local(
+        fps, 12, "auto", DesignRules(0.99, 50.0, 1000, 10**6, IN_TASK_PAIR_COST)
+    )
+    assert full["sample_fraction"] == 1.0
+    # the sample scales its counts back to all n: the estimates agree with counting everything
+    for sampled, counted in zip(report["designs"], full["designs"], strict=True):
+        assert 0.7 < sampled["estimated_candidate_pairs"] / counted["estimated_candidate_pairs"] < 1.3
+        assert 0.7 < sampled["estimated_work"] / counted["estimated_work"] < 1.3  # rows of all n
+    assert scheme == everything

@@ -13,6 +13,7 @@ from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.simhash import popcount
 from simhash_spark.transforms.candidates import (
     band_join,
+    collect_fingerprints,
     hamming_distance,
     in_task_band_join,
     partitioned_band_keys,
@@ -121,7 +122,9 @@ def test_in_task_band_join_equals_the_shuffled_join(spark, string_ids):
     ids = [f"d{i:05d}" for i in range(len(fps))][::-1] if string_ids else list(range(len(fps)))
     df = spark.createDataFrame(list(zip(ids, fps.tolist(), strict=True)), [C.ID, C.FINGERPRINT])
     masks = scheme.table_masks(k)
-    rows = in_task_band_join(df, masks=masks, max_distance=k, hot_bucket_limit=10_000, tasks=3).collect()
+    rows = in_task_band_join(
+        spark, collect_fingerprints(df), masks=masks, max_distance=k, hot_bucket_limit=10_000, tasks=3
+    ).collect()
     pairs = [(r[C.ID_A], r[C.ID_B], r[C.DISTANCE]) for r in rows if r[C.BUCKET_SIZE] is None]
     assert len(pairs) == len(set(pairs)) and all(a < b for a, b, _ in pairs)
     shuffled = {

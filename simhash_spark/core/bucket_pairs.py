@@ -138,6 +138,20 @@ def _table(
     return np.minimum(a, b), np.maximum(a, b), d, buckets
 
 
+def rank_buckets(
+    buckets: list[tuple[int, int, int]], limit: int, top: int = 10
+) -> tuple[list[dict[str, int | str]], list[tuple[int, int]]]:
+    """From (size, table, key) rows: the ``top`` largest as summary.json shows them (largest first, then
+    by table and key; the key as 16 hex digits of its unsigned value), and the (table, key) of every bucket
+    over ``limit``."""
+    ranked = sorted(buckets, key=lambda b: (-b[0], b[1], b[2]))
+    largest: list[dict[str, int | str]] = [
+        {"band": table, "key": f"{key & 0xFFFFFFFFFFFFFFFF:016x}", "fingerprints": size}
+        for size, table, key in ranked[:top]
+    ]
+    return largest, [(table, key) for size, table, key in ranked if size > limit]
+
+
 def join_tables(
     fps: np.ndarray, masks: np.ndarray, tables: Iterable[int], *, k: int, limit: int, top: int = 10
 ) -> TableJoin:

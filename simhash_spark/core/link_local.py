@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from simhash_spark.core.bands import BITS, BandScheme, BitModel, parse_scheme
-from simhash_spark.core.bucket_pairs import join_tables
+from simhash_spark.core.bucket_pairs import join_tables, rank_buckets
 from simhash_spark.core.components import component_labels
 from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
 from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.mix64 import scramble
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_unsigned
 from simhash_spark.core.verify import IDENTICAL
@@ -125,21 +126,22 @@ def _bits(fps: np.ndarray) -> BitModel:
     return BitModel(tuple(int(((u >> np.uint64(i)) & np.uint64(1)).sum()) / len(u) for i in range(BITS)))
 
 
-def _design(fps: np.ndarray, k: int, settings: LinkSettings) -> tuple[BandScheme, dict[str, Any]]:
-    scheme = parse_scheme(settings.scheme)
+def choose_design_local(
+    fps: np.ndarray, k: int, spec: str, rules: DesignRules
+) -> tuple[BandScheme, dict[str, Any]]:
+    """``bands.scheme`` resolved on the driver, for fingerprints it already holds: ``auto`` counts bucket
+    sizes on every fingerprint, or on a sample of about ``rules.sample_rows`` of them chosen by a hash of
+    the value (the same sample whatever the order), as the Spark path's ``transforms.designs``."""
+    scheme = parse_scheme(spec)
     if not scheme.auto:
         return scheme, {}
+    n = len(fps)
+    fraction = min(1.0, rules.sample_rows / n) if n else 1.0
+    if fraction < 1.0:
+        fps = fps[scramble(fps) % np.uint64(1_000_000) < np.uint64(int(fraction * 1_000_000))]
     designs = auto_designs(k)
     measured = _measured(fps, designs, k) if designs and len(fps) else {}
-    return decide_design(
-        designs,
-        measured,
-        n=len(fps),
-        k=k,
-        fraction=1.0,
-        rules=settings.design_rules,
-        bits=lambda: _bits(fps),
-    )
+    return decide_design(designs, measured, n=n, k=k, fraction=fraction, rules=rules, bits=lambda: _bits(fps))
 
 
 def _title_distance(titles: Mapping[Any, int], a: Any, b: Any) -> int | None:
@@ -237,7 +239,7 @@ class Candidates:
     scheme: BandScheme
     design_report: dict[str, Any]
     masks: list[int]
-    top: list[tuple[int, int, int]]
+    largest: list[dict[str, Any]]  # summary.json's largest_buckets
     hot: list[tuple[int, int]]
     pairs: list[tuple[Any, Any, int]]  # id_a < id_b, distance
 
@@ -247,12 +249,11 @@ def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
     k = settings.rule.largest_k
     groups = _groups(docs, settings.rule.verify.enabled)
     fps = groups.reps["fingerprint"].to_numpy(dtype=np.int64)
-    scheme, report = _design(fps, k, settings)
+    scheme, report = choose_design_local(fps, k, settings.scheme, settings.design_rules)
     masks = scheme.table_masks(k)
     limit = settings.design_rules.hot_bucket_limit
     joined = join_tables(fps, np.array(masks, dtype=np.int64), range(len(masks)), k=k, limit=limit)
-    buckets = sorted(joined.buckets, key=lambda s: (-s[0], s[1], s[2]))
-    hot = [(t, key) for size, t, key in buckets if size > limit]
+    largest, hot = rank_buckets(joined.buckets, limit)
     ids = groups.reps["id"].to_numpy()
     pairs = [
         (min(a, b), max(a, b), int(d))
@@ -260,7 +261,7 @@ def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
             ids[joined.i].tolist(), ids[joined.j].tolist(), joined.distance.tolist(), strict=True
         )
     ]
-    return Candidates(docs, groups, scheme, report, masks, buckets[:10], hot, pairs)
+    return Candidates(docs, groups, scheme, report, masks, largest, hot, pairs)
 
 
 def link_local(
@@ -294,9 +295,7 @@ def link_local(
         totals=totals,
         scheme=found.scheme,
         design_report=found.design_report,
-        largest_buckets=[
-            {"band": t, "key": f"{key & _M64:016x}", "fingerprints": size} for size, t, key in found.top
-        ],
+        largest_buckets=found.largest,
         n_hot=len(found.hot),
         within_k=len(found.pairs),
         by_reason=by_reason,

@@ -51,6 +51,13 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(33))
 
 
+def scramble(values: np.ndarray) -> np.ndarray:
+    """Each uint64 (or int64) value's bits mixed (murmur3's finalizer): a hash of a number, for choosing a
+    deterministic sample of values whatever their order."""
+    u = values.view(np.uint64) if values.dtype == np.int64 else values.astype(np.uint64)
+    return _fmix64(u)
+
+
 def codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64)
 

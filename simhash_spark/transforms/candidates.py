@@ -7,6 +7,7 @@ tables in numpy (no exploded rows); ``partitioned_band_keys`` + ``band_join`` ex
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
 from simhash_spark.core.bucket_pairs import TableJoin, bucket_pairs, join_tables
@@ -133,23 +135,42 @@ def in_task_parallelism(spark: SparkSession, n_fingerprints: int) -> int | None:
     return tasks if n_fingerprints * COLLECT_BYTES <= heap // 4 else None
 
 
+@dataclass(frozen=True)
+class Collected:
+    """(id, fingerprint) of every representative, on the driver: what the band join inside tasks ships,
+    and what the design choice counts."""
+
+    ids: np.ndarray
+    fingerprints: np.ndarray  # int64
+    id_type: DataType
+
+
+def collect_fingerprints(reps: DataFrame) -> Collected:
+    """In: ``id``, ``fingerprint``. One action."""
+    frame: pd.DataFrame = reps.select(C.ID, C.FINGERPRINT).toPandas()
+    return Collected(
+        frame[C.ID].to_numpy(), frame[C.FINGERPRINT].to_numpy(dtype=np.int64), reps.schema[C.ID].dataType
+    )
+
+
 def in_task_band_join(
-    reps: DataFrame, *, masks: list[int], max_distance: int, hot_bucket_limit: int, tasks: int
+    spark: SparkSession,
+    reps: Collected,
+    *,
+    masks: list[int],
+    max_distance: int,
+    hot_bucket_limit: int,
+    tasks: int,
 ) -> DataFrame:
-    """The band join with every table sorted inside a task: ``reps`` (``id``, ``fingerprint``) is collected
-    once and broadcast, and each of ``tasks`` tasks joins every ``tasks``-th table (``core.bucket_pairs.
-    join_tables``: each pair once over all tables, buckets over ``hot_bucket_limit`` left to the forests).
+    """The band join with every table sorted inside a task: ``reps`` is broadcast, and each of ``tasks``
+    tasks joins every ``tasks``-th table (``core.bucket_pairs.join_tables``: each pair once over all
+    tables, buckets over ``hot_bucket_limit`` left to the forests).
 
     Out: pair rows (``id_a`` < ``id_b``, ``distance``; bucket columns null) and bucket rows (``band``,
     ``band_key``, ``bucket_size`` of every hot bucket and each table's ten largest; pair columns null).
     """
-    spark = reps.sparkSession
-    id_type = reps.schema[C.ID].dataType.simpleString()
-    frame: pd.DataFrame = reps.select(C.ID, C.FINGERPRINT).toPandas()
-    shipped = spark.sparkContext.broadcast(
-        (frame[C.ID].to_numpy(), frame[C.FINGERPRINT].to_numpy(dtype=np.int64))
-    )
-    id_arrow_type = to_arrow_type(reps.schema[C.ID].dataType)
+    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints))
+    id_arrow_type = to_arrow_type(reps.id_type)
     table_masks = np.array(masks, dtype=np.int64)
     n_tasks = max(1, min(tasks, len(masks)))
 
@@ -166,6 +187,7 @@ def in_task_band_join(
                 )
                 yield _joined_batch(pa.array(ids, type=id_arrow_type), joined)
 
+    id_type = reps.id_type.simpleString()
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, "
         f"{C.BAND} int, {C.KEY} bigint, {C.BUCKET_SIZE} bigint"
