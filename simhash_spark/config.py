@@ -90,6 +90,7 @@ class ClusterConfig:
     max_iterations: int = 100
     local_max_edges: int = 2_000_000
     local_max_documents: int = 50_000
+    local_max_characters: int = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "cluster.max_iterations": _at_least(1),
     "cluster.local_max_edges": _at_least(0),
     "cluster.local_max_documents": _at_least(0),
+    "cluster.local_max_characters": _at_least(0),
     "spark.arrow_batch_size": _at_least(1),
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),

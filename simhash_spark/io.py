@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -124,7 +124,7 @@ def id_totals(id_col: Column) -> list[Column]:
     ]
 
 
-def validate_ids(totals: Row, raw: DataFrame, cfg: Config, *, source: str) -> None:
+def validate_ids(totals: Row | Mapping[str, int], raw: DataFrame, cfg: Config, *, source: str) -> None:
     """No rows (unless allowed), null ids or duplicate ids are errors; the queries that show offending
     values run only on failure."""
     ic = cfg.input

@@ -118,6 +118,7 @@ def link(
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
     n_docs: int | None = None,
+    texts_at_hand: Callable[[set[Any]], dict[Any, str]] | None = None,
 ) -> Linked:
     """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
     which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
@@ -129,9 +130,11 @@ def link(
     a linking of their own, reason "title").
 
     ``n_docs``: the number of rows of ``keyed`` when known; at most ``local_max_documents`` of them are
-    linked on the driver (``core.link_local``: the same pairs, clusters and statistics)."""
+    linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which reads the
+    texts it checks from ``texts_at_hand`` (the texts of the given ids) when the caller holds them."""
     if _on_driver(keyed, params, n_docs):
-        return _link_on_driver(keyed, params, ctx, texts=texts, titles=titles)
+        fetch = texts_at_hand or _texts_of(texts)
+        return _link_on_driver(keyed, params, ctx, fetch=fetch, titles=titles)
     found = _find(keyed, params, ctx, texts=texts, titles=titles if params.title_rule == "and" else None)
     if params.title_rule == "or":
         assert titles is not None
@@ -506,9 +509,10 @@ def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
+    # at most cluster.local_max_documents rows each: broadcast wherever they are joined
     return (
-        spark.createDataFrame(pairs, schema),
-        spark.createDataFrame(assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}"),
+        F.broadcast(spark.createDataFrame(pairs, schema)),
+        F.broadcast(spark.createDataFrame(assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}")),
     )
 
 
@@ -517,7 +521,7 @@ def _link_on_driver(
     params: LinkParams,
     ctx: RunContext,
     *,
-    texts: DataFrame | None,
+    fetch: Callable[[set[Any]], dict[Any, str]],
     titles: DataFrame | None,
 ) -> Linked:
     """``link`` with ``core.link_local``: the documents' fingerprints collected once, texts fetched only
@@ -529,7 +533,7 @@ def _link_on_driver(
     with ctx.stage("candidates"):
         found = find_candidates(_documents(keyed, titles, rule), settings)
     with ctx.stage("verify"):
-        local = link_local(found, settings, _texts_of(texts))
+        local = link_local(found, settings, fetch)
     with ctx.stage("clusters"):
         pairs, assignments = _frames(keyed, local)
     design = _Design(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -39,7 +40,12 @@ from simhash_spark.transforms.clusters import assign_clusters, cluster_table, dr
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,
     add_title_fingerprints,
+    collect_documents,
     is_fingerprinted,
+    is_small_input,
+    local_fingerprint_frame,
+    local_fingerprints,
+    local_text_frame,
     model_files,
     valid_text,
 )
@@ -130,7 +136,12 @@ def dedup(
     """
     cfg = with_overrides(cfg or load_config(), overrides or {})
     ctx = ctx or RunContext()
-    docs, fps, status_counts = _fingerprint(spark, raw, cfg, ctx, source=source)
+    fingerprinted_docs = _fingerprint(spark, raw, cfg, ctx, source=source)
+    docs, fps, status_counts = (
+        fingerprinted_docs.docs,
+        fingerprinted_docs.fps,
+        fingerprinted_docs.status_counts,
+    )
     looked = None
     if index is not None:
         looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
@@ -138,7 +149,13 @@ def dedup(
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
     linked = link(
-        keyed, params, ctx, texts=texts if cfg.verify.enabled else None, titles=titles, n_docs=fingerprinted
+        keyed,
+        params,
+        ctx,
+        texts=texts if cfg.verify.enabled else None,
+        titles=titles,
+        n_docs=fingerprinted,
+        texts_at_hand=fingerprinted_docs.texts_at_hand,
     )
     with ctx.stage("assemble"):
         if looked is None:
@@ -148,10 +165,10 @@ def dedup(
             linked.stats["pairs_accepted"] = pairs.count()
         documents = ctx.persist(documents)
         totals = _document_totals(documents, status_counts, incremental=looked is not None)
-    stats = _stats(status_counts, linked.stats, totals, looked)
+    stats = _stats(status_counts, linked.stats, totals, looked, fingerprinted_on=fingerprinted_docs.on)
     entries = None
     if index is not None:
-        title = [F.col(C.TITLE)] if C.TITLE in docs.columns else []
+        title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
         batch_texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title)
         entries = entries_of_batch(fps, batch_texts, index.run_date)
     return DedupResult(
@@ -167,14 +184,34 @@ def dedup(
     )
 
 
+@dataclass(frozen=True)
+class _Fingerprinted:
+    docs: DataFrame  # the working frame: id, text, title_text, pass-through columns
+    fps: DataFrame  # its fingerprints (persisted, computed)
+    status_counts: dict[str, int]  # rows per status
+    on: str  # where the fingerprints were computed: "driver" or "executors"
+    texts_at_hand: Callable[[set[Any]], dict[Any, str]] | None = None  # texts by id, when on the driver
+
+
 def _fingerprint(
     spark: SparkSession, raw: DataFrame, cfg: Config, ctx: RunContext, *, source: str
-) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """(the working frame ``docs``, its fingerprints ``fps`` (persisted, computed), rows per status)."""
+) -> _Fingerprinted:
+    """The input's fingerprints.
+
+    A small input (``cluster.local_max_documents`` rows, ``cluster.local_max_characters`` characters) is
+    fingerprinted on the driver: one collect instead of a shuffle, Python workers and an aggregation."""
     with ctx.stage("validate"):
         validate_schema(raw, cfg, source=source)
-        docs = _spread(spark, prepare_docs(raw, cfg), cfg)
+        docs = prepare_docs(raw, cfg)
+        small = is_small_input(
+            docs,
+            max_documents=cfg.cluster.local_max_documents,
+            max_characters=cfg.cluster.local_max_characters,
+        )
     with ctx.stage("fingerprint"):
+        if small:
+            return _fingerprint_on_driver(spark, raw, docs, collect_documents(docs), cfg, ctx, source=source)
+        docs = _spread(spark, docs, cfg)
         _ship_model_files(spark, cfg)
         # the text check groups identical fingerprints by text too: hashing the text here, in the pass that
         # reads it anyway, spares the linking a second read (and shuffle) of every text
@@ -188,7 +225,44 @@ def _fingerprint(
         totals = fps.agg(*id_totals(F.col(C.ID)), *_status_sums()).first()
         assert totals is not None
         validate_ids(totals, raw, cfg, source=source)
-    return docs, fps, {s: int(totals[s]) for s in STATUSES}
+    return _Fingerprinted(docs, fps, {s: int(totals[s]) for s in STATUSES}, "executors")
+
+
+def _fingerprint_on_driver(
+    spark: SparkSession,
+    raw: DataFrame,
+    docs: DataFrame,
+    local: pd.DataFrame,
+    cfg: Config,
+    ctx: RunContext,
+    *,
+    source: str,
+) -> _Fingerprinted:
+    """``_fingerprint`` of documents collected to the driver: the same frames, counts and errors. ``docs``
+    becomes the collected texts (no second read of the input); pass-through columns are joined back."""
+    ids = local[C.ID]
+    totals = {"rows": len(ids), "non_null": int(ids.notna().sum()), "distinct": int(ids.nunique())}
+    validate_ids(totals, raw, cfg, source=source)
+    title_model = cfg.title_model if cfg.input.title_column else None
+    computed = local_fingerprints(local, model=cfg.model, title_model=title_model)
+    per_status = computed[C.STATUS].value_counts()
+    id_type = docs.schema[C.ID].dataType
+    fps = local_fingerprint_frame(spark, computed, id_type)
+    # the Spark path's column order: pass-through columns come between n_chars and text_hash
+    passthrough = [c for c in docs.columns if c not in (C.ID, C.TEXT, C.TITLE)]
+    if passthrough:
+        joined = fps.join(docs.select(C.ID, *passthrough), on=C.ID, how="inner")
+        head, tail = fps.columns[:5], fps.columns[5:]
+        fps = joined.select(*head, *passthrough, *tail)
+    fps = ctx.persist(fps)
+    by_id = dict(zip(local[C.ID].tolist(), local[C.TEXT].tolist(), strict=True))
+    return _Fingerprinted(
+        local_text_frame(spark, local, id_type),
+        fps,
+        {s: int(per_status.get(s, 0)) for s in STATUSES},
+        "driver",
+        lambda wanted: {i: by_id[i] for i in wanted},
+    )
 
 
 def _index_lookup(
@@ -286,9 +360,17 @@ class RunTotals:
 
 def _document_totals(documents: DataFrame, status_counts: dict[str, int], *, incremental: bool) -> RunTotals:
     matched = F.count(F.col(C.MATCHED_INDEX_ID)) if incremental else F.lit(0)
+    multi = F.col(C.CLUSTER_SIZE) > 1
+    # a full run's cluster has exactly one member that is no duplicate, its representative: counting those
+    # needs no distinct (a shuffle); an incremental run's cluster may be represented by an indexed document
+    clusters = (
+        F.count_distinct(F.when(multi, F.col(C.CLUSTER_ID)))
+        if incremental
+        else F.coalesce(F.sum((multi & ~F.col(C.IS_DUPLICATE)).cast("long")), F.lit(0))
+    )
     row = documents.agg(
         F.coalesce(F.sum(F.col(C.IS_DUPLICATE).cast("long")), F.lit(0)).alias("duplicates"),
-        F.count_distinct(F.when(F.col(C.CLUSTER_SIZE) > 1, F.col(C.CLUSTER_ID))).alias("clusters"),
+        clusters.alias("clusters"),
         F.coalesce(F.max(C.CLUSTER_SIZE), F.lit(0)).alias("largest"),
         matched.alias("matched"),
     ).first()
@@ -304,12 +386,18 @@ def _document_totals(documents: DataFrame, status_counts: dict[str, int], *, inc
 
 
 def _stats(
-    status_counts: dict[str, int], link_stats: dict[str, Any], totals: RunTotals, looked: Lookup | None
+    status_counts: dict[str, int],
+    link_stats: dict[str, Any],
+    totals: RunTotals,
+    looked: Lookup | None,
+    *,
+    fingerprinted_on: str,
 ) -> dict[str, Any]:
     """summary.json's statistics (its documented keys, in their order)."""
     stats = {
         "input_rows": totals.input_rows,
         "fingerprinted": totals.fingerprinted,
+        "fingerprinted_on": fingerprinted_on,
         "status": status_counts,
         **{
             k: v

@@ -61,8 +61,8 @@ def _run(spark, raw, overrides, local_max, in_task_max=10_000_000):
         "documents": _rows(res.documents),
         "pairs": _rows(res.pairs),
         "clusters": _rows(res.clusters),
-        # where the band join and the components ran differ by design; everything else must not
-        "stats": {k: v for k, v in res.stats.items() if k != "components_method"}
+        # where the fingerprints, the band join and the components ran differ by design; nothing else may
+        "stats": {k: v for k, v in res.stats.items() if k not in ("components_method", "fingerprinted_on")}
         | {"bands": {k: v for k, v in res.stats["bands"].items() if k != "join"}},
         "join": res.stats["bands"]["join"],
         "stages": list(res.timings),

@@ -7,13 +7,21 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.fingerprint import FINGERPRINTED, INVALID_UTF8, Fingerprinter, ModelOptions
+from simhash_spark.core.fingerprint import (
+    FINGERPRINTED,
+    INVALID_UTF8,
+    FingerprintBatch,
+    Fingerprinter,
+    ModelOptions,
+)
 from simhash_spark.faults import maybe_fail
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
@@ -54,16 +62,20 @@ def _fingerprint_udf(model: ModelOptions) -> Any:
         fp = Fingerprinter(_localized(model))  # per task; the heavy state inside is cached per worker process
         maybe_fail("fingerprint")
         for texts in batches:
-            res = fp.batch(texts.where(texts.notna(), None).tolist())
-            yield pd.DataFrame(
-                {
-                    C.FINGERPRINT: pd.arrays.IntegerArray(res.fingerprint, ~res.has_fingerprint),
-                    C.STATUS: res.status,
-                    C.N_CHARS: res.n_chars.astype("int32"),
-                }
-            )
+            yield _result_frame(fp.batch(texts.where(texts.notna(), None).tolist()))
 
     return fingerprint
+
+
+def _result_frame(res: FingerprintBatch) -> pd.DataFrame:
+    """The UDF's result columns (fingerprint nullable)."""
+    return pd.DataFrame(
+        {
+            C.FINGERPRINT: pd.arrays.IntegerArray(res.fingerprint, ~res.has_fingerprint),
+            C.STATUS: res.status,
+            C.N_CHARS: res.n_chars.astype("int32"),
+        }
+    )
 
 
 def fingerprint_hex(fingerprint: Column) -> Column:
@@ -133,3 +145,134 @@ def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, 
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
         *[F.col(c) for c in extra],
     )
+
+
+# --- the same on the driver, for small inputs ----------------------------------------------------------
+
+# An input is probed for the driver only when Spark plans it at most this many bytes per allowed character
+# (UTF-8 Chinese takes 3 bytes a character before compression): the planned size costs no job, the probe one.
+_PLANNED_BYTES_PER_CHAR = 4
+_INVALID = "_invalid"
+_LOCAL_BATCH = 1000  # documents per Fingerprinter.batch call, like an Arrow batch of the UDF
+
+
+def _planned_bytes(df: DataFrame) -> int | None:
+    """Spark's size estimate of ``df`` (file sizes for files, statistics for tables; no job), or ``None``
+    where there is none (Spark Connect)."""
+    try:
+        return int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    except Exception:
+        return None
+
+
+def is_small_input(docs: DataFrame, *, max_documents: int, max_characters: int) -> bool:
+    """Whether ``docs`` (``id``, ``text``, optionally ``title_text``) can be fingerprinted on the driver: at
+    most ``max_documents`` rows holding at most ``max_characters`` characters of text and titles, string
+    ids valid UTF-8 (Arrow cannot hand others to Python). False when Spark cannot say how large the
+    input is (it is then not read here), else one aggregation decides."""
+    planned = _planned_bytes(docs)
+    if max_documents <= 0 or max_characters <= 0 or planned is None:
+        return False
+    if planned > max_characters * _PLANNED_BYTES_PER_CHAR:
+        return False
+    chars = F.coalesce(F.length(C.TEXT), F.lit(0))
+    if C.TITLE in docs.columns:
+        chars = chars + F.coalesce(F.length(C.TITLE), F.lit(0))
+    string_ids = isinstance(docs.schema[C.ID].dataType, T.StringType)
+    bad_id = _is_invalid_utf8(F.col(C.ID)) if string_ids else F.lit(False)
+    probe = docs.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum(chars), F.lit(0)).alias("chars"),
+        F.coalesce(F.sum(bad_id.cast("long")), F.lit(0)).alias("bad_ids"),
+    ).first()
+    assert probe is not None
+    return probe["rows"] <= max_documents and probe["chars"] <= max_characters and not probe["bad_ids"]
+
+
+def collect_documents(docs: DataFrame) -> pd.DataFrame:
+    """``docs`` on the driver, ready for ``local_fingerprints``.
+
+    In: ``id``, ``text``, optionally ``title_text``. Out: ``id``, ``text`` and ``title_text`` (invalid
+    UTF-8 repaired as ``valid_text`` does), ``_invalid`` (the text needed repair), ``text_hash``
+    (xxhash64 of the repaired text, as the Spark path computes it)."""
+    text = valid_text(F.col(C.TEXT))
+    titles = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
+    return docs.select(
+        C.ID,
+        text.alias(C.TEXT),
+        *titles,
+        _is_invalid_utf8(F.col(C.TEXT)).alias(_INVALID),
+        F.xxhash64(text).alias(C.TEXT_HASH),
+    ).toPandas()
+
+
+def _fingerprint_texts(texts: pd.Series, model: ModelOptions) -> pd.DataFrame:
+    """``fingerprint``, ``status``, ``n_chars`` of ``texts`` in this process (what the UDF returns)."""
+    fp = Fingerprinter(model)
+    values = texts.where(texts.notna(), None).tolist()
+    parts = [
+        _result_frame(fp.batch(values[i : i + _LOCAL_BATCH])) for i in range(0, len(values), _LOCAL_BATCH)
+    ]
+    out = pd.concat(parts, ignore_index=True) if parts else _result_frame(fp.batch([]))
+    return out.set_axis(texts.index)
+
+
+def _hex(fingerprints: pd.Series) -> pd.Series:
+    """``fingerprint_hex`` of nullable signed fingerprints (Spark's ``hex`` of a LONG is unsigned)."""
+    return pd.Series(
+        [None if pd.isna(v) else format(int(v) & 0xFFFFFFFFFFFFFFFF, "016x") for v in fingerprints],
+        index=fingerprints.index,
+        dtype=object,
+    )
+
+
+def local_fingerprints(
+    local: pd.DataFrame, *, model: ModelOptions, title_model: ModelOptions | None
+) -> pd.DataFrame:
+    """``add_fingerprints`` (and with ``title_model``, ``add_title_fingerprints``) of documents collected by
+    ``collect_documents``, computed in this process: no Python worker to start, no shuffle.
+
+    Out: ``id``, ``fingerprint``, ``fingerprint_hex``, ``status``, ``n_chars``, ``text_hash``, then
+    ``title_fingerprint`` with a title model: the values the Spark path gives (``local_fingerprint_frame``
+    turns them into a DataFrame)."""
+    res = _fingerprint_texts(local[C.TEXT], model)
+    fingerprinted = res[C.STATUS].isin(FINGERPRINTED)
+    out = pd.DataFrame(
+        {
+            C.ID: local[C.ID],
+            C.FINGERPRINT: res[C.FINGERPRINT],
+            C.FINGERPRINT_HEX: _hex(res[C.FINGERPRINT]),
+            C.STATUS: res[C.STATUS].where(~(local[_INVALID].astype(bool) & fingerprinted), INVALID_UTF8),
+            C.N_CHARS: res[C.N_CHARS],
+            C.TEXT_HASH: local[C.TEXT_HASH].astype(np.int64),
+        }
+    )
+    if title_model is not None:
+        titled = _fingerprint_texts(local[C.TITLE], title_model)
+        out[C.TITLE_FINGERPRINT] = titled[C.FINGERPRINT].where(titled[C.STATUS].isin(FINGERPRINTED), pd.NA)
+    return out
+
+
+def local_fingerprint_frame(
+    spark: SparkSession, fingerprints: pd.DataFrame, id_type: T.DataType
+) -> DataFrame:
+    """``local_fingerprints`` as a DataFrame with the Spark path's types."""
+    types: dict[str, T.DataType] = {
+        C.ID: id_type,
+        C.FINGERPRINT: T.LongType(),
+        C.FINGERPRINT_HEX: T.StringType(),
+        C.STATUS: T.StringType(),
+        C.N_CHARS: T.IntegerType(),
+        C.TEXT_HASH: T.LongType(),
+        C.TITLE_FINGERPRINT: T.LongType(),
+    }
+    schema = T.StructType([T.StructField(c, types[c]) for c in fingerprints.columns])
+    return spark.createDataFrame(fingerprints, schema)
+
+
+def local_text_frame(spark: SparkSession, local: pd.DataFrame, id_type: T.DataType) -> DataFrame:
+    """The collected ``id``, ``text`` (and ``title_text``) as a DataFrame: later steps read the texts from
+    here instead of the input."""
+    cols = [c for c in (C.ID, C.TEXT, C.TITLE) if c in local.columns]
+    fields = [T.StructField(c, id_type if c == C.ID else T.StringType()) for c in cols]
+    return spark.createDataFrame(local[cols], T.StructType(fields))
