@@ -16,6 +16,8 @@ from simhash_spark.demo.corpus import write_corpus
 from simhash_spark.pipeline import dedup
 
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
+# the faults are injected into the executors' fingerprint tasks: keep this small corpus off the driver path
+EXECUTORS_FINGERPRINT = ["--set", "cluster.local_max_characters=0"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def assert_same_outputs(spark, a, b):
 def test_task_failing_once_is_retried_with_identical_results(spark, corpus, baseline, tmp_path):
     out = tmp_path / "out"
     p = job(
-        ["--input", str(corpus), "--output", str(out), "--master", "local[2,3]"],
+        ["--input", str(corpus), "--output", str(out), "--master", "local[2,3]", *EXECUTORS_FINGERPRINT],
         {"SIMHASH_SPARK_FAULT": "fingerprint:1:once"},
     )
     _, err = p.communicate(timeout=300)
@@ -66,7 +68,7 @@ def test_task_failing_once_is_retried_with_identical_results(spark, corpus, base
 def test_permanent_task_failure_exits_1_naming_the_stage_and_publishes_nothing(corpus, tmp_path):
     out = tmp_path / "out"
     p = job(
-        ["--input", str(corpus), "--output", str(out), "--master", "local[2,2]"],
+        ["--input", str(corpus), "--output", str(out), "--master", "local[2,2]", *EXECUTORS_FINGERPRINT],
         {"SIMHASH_SPARK_FAULT": "fingerprint:0:always"},
     )
     _, err = p.communicate(timeout=300)
