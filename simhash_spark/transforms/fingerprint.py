@@ -267,7 +267,15 @@ def local_fingerprint_frame(
         C.TITLE_FINGERPRINT: T.LongType(),
     }
     schema = T.StructType([T.StructField(c, types[c]) for c in fingerprints.columns])
-    return spark.createDataFrame(fingerprints, schema)
+    # nullable integers as Python ints and None: PySpark 3.5 does not take pandas' Int64 through Arrow
+    plain = fingerprints.copy()
+    for c in (C.FINGERPRINT, C.TITLE_FINGERPRINT):
+        if c in plain.columns:
+            values = plain[c]
+            plain[c] = pd.Series(
+                [None if pd.isna(v) else int(v) for v in values], index=values.index, dtype=object
+            )
+    return spark.createDataFrame(plain, schema)
 
 
 def local_text_frame(spark: SparkSession, local: pd.DataFrame, id_type: T.DataType) -> DataFrame:
