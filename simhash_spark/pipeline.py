@@ -84,6 +84,17 @@ def _default_parallelism(spark: SparkSession) -> int:
         return int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
 
 
+def _driver_cores(spark: SparkSession) -> int:
+    """The cores the driver may use for its own work: in local mode the ones Spark's tasks would use
+    (``local[N]``), elsewhere ``spark.driver.cores`` (default 1: a client-mode driver shares its machine)."""
+    try:
+        if (spark.sparkContext.master or "").startswith("local"):
+            return max(1, int(spark.sparkContext.defaultParallelism))
+        return max(1, int(spark.conf.get("spark.driver.cores", "1") or 1))
+    except Exception:  # Spark Connect: the driver is not here
+        return 1
+
+
 def _spread(spark: SparkSession, docs: DataFrame, cfg: Config) -> DataFrame:
     """Fingerprinting is CPU-bound Python: make sure every core gets a share even when the input is a
     single small file. Hash-partitioning on id keeps the placement deterministic."""
@@ -244,7 +255,9 @@ def _fingerprint_on_driver(
     totals = {"rows": len(ids), "non_null": int(ids.notna().sum()), "distinct": int(ids.nunique())}
     validate_ids(totals, raw, cfg, source=source)
     title_model = cfg.title_model if cfg.input.title_column else None
-    computed = local_fingerprints(local, model=cfg.model, title_model=title_model)
+    computed = local_fingerprints(
+        local, model=cfg.model, title_model=title_model, processes=_driver_cores(spark)
+    )
     per_status = computed[C.STATUS].value_counts()
     id_type = docs.schema[C.ID].dataType
     fps = local_fingerprint_frame(spark, computed, id_type)

@@ -7,6 +7,8 @@ when the input is small."""
 import datetime as dt
 import json
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,7 +18,7 @@ from simhash_spark.config import load_config
 from simhash_spark.demo.corpus import generate
 from simhash_spark.io import prepare_docs
 from simhash_spark.pipeline import dedup
-from simhash_spark.transforms.fingerprint import is_small_input
+from simhash_spark.transforms.fingerprint import is_small_input, local_fingerprints
 
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
 CASES = {
@@ -123,3 +125,23 @@ def test_a_large_input_is_fingerprinted_by_the_executors(spark, corpus):
     assert res.stats["fingerprinted_on"] == "executors"
     assert C.FINGERPRINT in res.documents.columns
     res.unpersist()
+
+
+def test_forked_workers_give_the_fingerprints_of_one_process():
+    # more than one batch of documents, odd rows among them, so the batches split across the workers
+    table = generate(1200, seed=5, dup_share=0.3)
+    texts = table.column("text").to_pylist()
+    texts[7], texts[1100], texts[1101] = None, "", "<p>&nbsp;</p>"
+    local = pd.DataFrame(
+        {
+            C.ID: table.column("id").to_pylist(),
+            C.TEXT: texts,
+            "_invalid": [i == 1150 for i in range(len(texts))],
+            C.TEXT_HASH: np.arange(len(texts), dtype=np.int64),
+        }
+    )
+    model = load_config().model
+    one = local_fingerprints(local, model=model, title_model=None, processes=1)
+    two = local_fingerprints(local, model=model, title_model=None, processes=2)
+    pd.testing.assert_frame_equal(one, two)
+    assert one[C.STATUS].nunique() > 2  # the odd rows kept their statuses

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -206,15 +207,44 @@ def collect_documents(docs: DataFrame) -> pd.DataFrame:
     ).toPandas()
 
 
-def _fingerprint_texts(texts: pd.Series, model: ModelOptions) -> pd.DataFrame:
-    """``fingerprint``, ``status``, ``n_chars`` of ``texts`` in this process (what the UDF returns)."""
+def _fingerprint_texts(texts: pd.Series, model: ModelOptions, *, processes: int = 1) -> pd.DataFrame:
+    """``fingerprint``, ``status``, ``n_chars`` of ``texts`` in this process (what the UDF returns), or
+    with ``processes`` > 1 in that many forked copies of it, a batch of documents at a time."""
     fp = Fingerprinter(model)
     values = texts.where(texts.notna(), None).tolist()
-    parts = [
-        _result_frame(fp.batch(values[i : i + _LOCAL_BATCH])) for i in range(0, len(values), _LOCAL_BATCH)
-    ]
+    starts = range(0, len(values), _LOCAL_BATCH)
+    if processes > 1 and len(starts) > 1 and "fork" in mp.get_all_start_methods():
+        parts = _forked_batches(fp, values, list(starts), processes)
+    else:
+        parts = [_result_frame(fp.batch(values[i : i + _LOCAL_BATCH])) for i in starts]
     out = pd.concat(parts, ignore_index=True) if parts else _result_frame(fp.batch([]))
     return out.set_axis(texts.index)
+
+
+# what forked workers fingerprint: set before the fork, inherited, never pickled
+_FORKED: tuple[Fingerprinter, list[Any]] | None = None
+
+
+def _forked_batch(start: int) -> pd.DataFrame:
+    assert _FORKED is not None
+    fp, values = _FORKED
+    return _result_frame(fp.batch(values[start : start + _LOCAL_BATCH]))
+
+
+def _forked_batches(
+    fp: Fingerprinter, values: list[Any], starts: list[int], processes: int
+) -> list[pd.DataFrame]:
+    """The batches starting at ``starts`` fingerprinted by ``processes`` forked workers. Forked, not
+    spawned: the workers share the collected texts and the warmed fingerprinter without copying or
+    importing anything, and run pure Python (never the parent's Spark gateway)."""
+    global _FORKED
+    fp.batch(values[:1])  # builds the per-process tables once, before the fork, for every worker
+    _FORKED = (fp, values)
+    try:
+        with mp.get_context("fork").Pool(min(processes, len(starts))) as pool:
+            return pool.map(_forked_batch, starts, chunksize=1)
+    finally:
+        _FORKED = None
 
 
 def _hex(fingerprints: pd.Series) -> pd.Series:
@@ -227,15 +257,15 @@ def _hex(fingerprints: pd.Series) -> pd.Series:
 
 
 def local_fingerprints(
-    local: pd.DataFrame, *, model: ModelOptions, title_model: ModelOptions | None
+    local: pd.DataFrame, *, model: ModelOptions, title_model: ModelOptions | None, processes: int = 1
 ) -> pd.DataFrame:
     """``add_fingerprints`` (and with ``title_model``, ``add_title_fingerprints``) of documents collected by
     ``collect_documents``, computed in this process: no Python worker to start, no shuffle.
 
     Out: ``id``, ``fingerprint``, ``fingerprint_hex``, ``status``, ``n_chars``, ``text_hash``, then
     ``title_fingerprint`` with a title model: the values the Spark path gives (``local_fingerprint_frame``
-    turns them into a DataFrame)."""
-    res = _fingerprint_texts(local[C.TEXT], model)
+    turns them into a DataFrame). ``processes``: how many of the driver's cores to use."""
+    res = _fingerprint_texts(local[C.TEXT], model, processes=processes)
     fingerprinted = res[C.STATUS].isin(FINGERPRINTED)
     out = pd.DataFrame(
         {
@@ -248,7 +278,7 @@ def local_fingerprints(
         }
     )
     if title_model is not None:
-        titled = _fingerprint_texts(local[C.TITLE], title_model)
+        titled = _fingerprint_texts(local[C.TITLE], title_model, processes=processes)
         out[C.TITLE_FINGERPRINT] = titled[C.FINGERPRINT].where(titled[C.STATUS].isin(FINGERPRINTED), pd.NA)
     return out
 
