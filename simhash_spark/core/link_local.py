@@ -80,9 +80,17 @@ def _groups(docs: Documents, checking: bool) -> _Groups:
         assert docs.text_hash is not None, "a text check groups by text hash"
         frame["text_hash"] = docs.text_hash
         keys.append("text_hash")
-    grouped = frame.groupby(keys, sort=False)["id"]
-    frame["rep"] = grouped.transform("min")
-    frame["group_size"] = grouped.transform("size").astype(np.int64)
+    # sorted by group, then id, each group's first row holds its smallest id (pandas' grouped min of
+    # string ids would loop in Python)
+    ordered = frame.sort_values([*keys, "id"])
+    key_values = ordered[keys].to_numpy(dtype=np.int64)
+    starts = np.ones(len(ordered), dtype=bool)
+    starts[1:] = (key_values[1:] != key_values[:-1]).any(axis=1)
+    first = np.flatnonzero(starts)
+    group = np.cumsum(starts) - 1
+    sizes = np.diff(np.append(first, len(ordered)))
+    frame["rep"] = pd.Series(ordered["id"].to_numpy()[first][group], index=ordered.index)
+    frame["group_size"] = pd.Series(sizes[group], index=ordered.index).astype(np.int64)
     reps = frame[frame["id"] == frame["rep"]][["id", "fingerprint", "group_size"]].reset_index(drop=True)
     members = frame[["id", "rep", "group_size"]].rename(columns={"id": "member"})
     return _Groups(reps, members)
@@ -212,14 +220,15 @@ def _forests(
 
 def _expand(rep_pairs: list[PairRow], groups: _Groups, max_group: int) -> list[PairRow]:
     """``transforms.identical.expand_pairs`` on the driver."""
-    members = groups.members
+    # a document alone in its group stands for itself: only the groups of two or more are looked at
+    members = groups.members[groups.members["group_size"] > 1]
     small = members["group_size"] <= max_group
     stand_in = members[small | (members["member"] == members["rep"])]
     stands: dict[Any, list[Any]] = stand_in.groupby("rep")["member"].agg(list).to_dict()
     out: list[PairRow] = []
     for a, b, d, sim, reason in rep_pairs:
-        for ma in stands[a]:
-            for mb in stands[b]:
+        for ma in stands.get(a, [a]):
+            for mb in stands.get(b, [b]):
                 out.append((min(ma, mb), max(ma, mb), d, sim, reason))
     for _, grp in members[small].groupby("rep"):
         ms = sorted(grp["member"].tolist())
