@@ -10,6 +10,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,16 @@ class LinkParams:
         return LinkParams(rule, bands, self.pairs_max_group, self.max_iterations, self.local_max_edges)
 
 
+@dataclass(frozen=True)
+class AtHand:
+    """What a caller that fingerprinted on the driver holds already, so the driver linking reads nothing
+    back from Spark."""
+
+    keyed: pd.DataFrame  # the rows of ``link``'s keyed: id, fingerprint, n_chars, text_hash
+    titles: pd.DataFrame | None  # the rows of its titles: id, title_fingerprint (non-null)
+    texts: Callable[[set[Any]], dict[Any, str]]  # the texts of the given ids
+
+
 @dataclass
 class Linked:
     pairs: DataFrame  # id_a < id_b, distance, similarity, reason (pairs/)
@@ -118,7 +129,7 @@ def link(
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
     n_docs: int | None = None,
-    texts_at_hand: Callable[[set[Any]], dict[Any, str]] | None = None,
+    at_hand: AtHand | None = None,
 ) -> Linked:
     """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
     which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
@@ -130,11 +141,14 @@ def link(
     a linking of their own, reason "title").
 
     ``n_docs``: the number of rows of ``keyed`` when known; at most ``local_max_documents`` of them are
-    linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which reads the
-    texts it checks from ``texts_at_hand`` (the texts of the given ids) when the caller holds them."""
+    linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which takes the
+    fingerprints and texts from ``at_hand`` when the caller holds them."""
     if _on_driver(keyed, params, n_docs):
-        fetch = texts_at_hand or _texts_of(texts)
-        return _link_on_driver(keyed, params, ctx, fetch=fetch, titles=titles)
+        if at_hand is not None:
+            held = partial(_documents, at_hand.keyed, at_hand.titles, params.rule)
+            return _link_on_driver(keyed, params, ctx, documents=held, fetch=at_hand.texts)
+        collected = partial(_collect_documents, keyed, titles, params.rule)
+        return _link_on_driver(keyed, params, ctx, documents=collected, fetch=_texts_of(texts))
     found = _find(keyed, params, ctx, texts=texts, titles=titles if params.title_rule == "and" else None)
     if params.title_rule == "or":
         assert titles is not None
@@ -475,13 +489,21 @@ def _texts_of(texts: DataFrame | None) -> Callable[[set[Any]], dict[Any, str]]:
     return fetch
 
 
-def _documents(keyed: DataFrame, titles: DataFrame | None, rule: PairRule) -> Documents:
+def _collect_documents(keyed: DataFrame, titles: DataFrame | None, rule: PairRule) -> Documents:
     cols = [C.ID, C.FINGERPRINT, C.N_CHARS] + ([C.TEXT_HASH] if rule.verify.enabled else [])
-    pdf: pd.DataFrame = keyed.select(*cols).toPandas()
+    title_rows = None
+    if rule.title_max_distance is not None and titles is not None:
+        title_rows = titles.select(C.ID, C.TITLE_FINGERPRINT).toPandas()
+    return _documents(keyed.select(*cols).toPandas(), title_rows, rule)
+
+
+def _documents(pdf: pd.DataFrame, titles: pd.DataFrame | None, rule: PairRule) -> Documents:
+    """``core.link_local``'s documents from the rows of ``keyed`` and ``titles``."""
     title_map: dict[Any, int] = {}
     if rule.title_max_distance is not None and titles is not None:
-        tp: pd.DataFrame = titles.select(C.ID, C.TITLE_FINGERPRINT).toPandas()
-        title_map = dict(zip(tp[C.ID].tolist(), (int(v) for v in tp[C.TITLE_FINGERPRINT]), strict=True))
+        title_map = dict(
+            zip(titles[C.ID].tolist(), (int(v) for v in titles[C.TITLE_FINGERPRINT]), strict=True)
+        )
     return Documents(
         ids=pdf[C.ID].to_numpy(),
         fingerprints=pdf[C.FINGERPRINT].to_numpy(dtype=np.int64),
@@ -521,17 +543,17 @@ def _link_on_driver(
     params: LinkParams,
     ctx: RunContext,
     *,
+    documents: Callable[[], Documents],
     fetch: Callable[[set[Any]], dict[Any, str]],
-    titles: DataFrame | None,
 ) -> Linked:
-    """``link`` with ``core.link_local``: the documents' fingerprints collected once, texts fetched only
+    """``link`` with ``core.link_local`` over ``documents()`` (``keyed`` on the driver): texts fetched only
     for the pairs the rule checks, the results handed back as DataFrames."""
     rule, k = params.rule, params.rule.largest_k
     settings = LinkSettings(
         rule, params.bands.scheme, design_rules(params.bands, in_task=True), params.pairs_max_group
     )
     with ctx.stage("candidates"):
-        found = find_candidates(_documents(keyed, titles, rule), settings)
+        found = find_candidates(documents(), settings)
     with ctx.stage("verify"):
         local = link_local(found, settings, fetch)
     with ctx.stage("clusters"):

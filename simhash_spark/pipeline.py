@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
@@ -29,7 +29,7 @@ from simhash_spark.io import (
     validate_schema,
     write_parquet,
 )
-from simhash_spark.linking import Linked, LinkParams, link
+from simhash_spark.linking import AtHand, Linked, LinkParams, link
 from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
@@ -166,7 +166,7 @@ def dedup(
         texts=texts if cfg.verify.enabled else None,
         titles=titles,
         n_docs=fingerprinted,
-        texts_at_hand=fingerprinted_docs.texts_at_hand,
+        at_hand=fingerprinted_docs.at_hand if looked is None else None,
     )
     with ctx.stage("assemble"):
         if looked is None:
@@ -201,7 +201,7 @@ class _Fingerprinted:
     fps: DataFrame  # its fingerprints (persisted, computed)
     status_counts: dict[str, int]  # rows per status
     on: str  # where the fingerprints were computed: "driver" or "executors"
-    texts_at_hand: Callable[[set[Any]], dict[Any, str]] | None = None  # texts by id, when on the driver
+    at_hand: AtHand | None = None  # fingerprints and texts, when computed on the driver
 
 
 def _fingerprint(
@@ -269,12 +269,15 @@ def _fingerprint_on_driver(
         fps = joined.select(*head, *passthrough, *tail)
     fps = ctx.persist(fps)
     by_id = dict(zip(local[C.ID].tolist(), local[C.TEXT].tolist(), strict=True))
+    keyed = computed[computed[C.STATUS].isin(FINGERPRINTED)]
+    titles = keyed[[C.ID, C.TITLE_FINGERPRINT]].dropna() if C.TITLE_FINGERPRINT in keyed.columns else None
+    at_hand = AtHand(keyed, titles, lambda wanted: {i: by_id[i] for i in wanted})
     return _Fingerprinted(
         local_text_frame(spark, local, id_type),
         fps,
         {s: int(per_status.get(s, 0)) for s in STATUSES},
         "driver",
-        lambda wanted: {i: by_id[i] for i in wanted},
+        at_hand,
     )
 
 
