@@ -44,6 +44,7 @@ from simhash_spark.transforms.candidates import (
 )
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design, design_rules
+from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.hot_buckets import hot_bucket_forest, large_buckets
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
@@ -111,6 +112,7 @@ class Linked:
     pairs: DataFrame  # id_a < id_b, distance, similarity, reason (pairs/)
     assignments: DataFrame  # node, component (nodes with an edge only)
     stats: dict[str, Any]
+    local: LocalLinked | None = None  # the same, when linked on the driver
 
 
 @dataclass
@@ -531,10 +533,11 @@ def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
-    # at most cluster.local_max_documents rows each: broadcast wherever they are joined
+    # at most cluster.local_max_documents assignments: broadcast wherever joined (the pairs, mostly written
+    # as they are, are left to Spark's size estimate: a hint on a frame never joined draws a warning)
     return (
-        F.broadcast(spark.createDataFrame(pairs, schema)),
-        F.broadcast(spark.createDataFrame(assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}")),
+        driver_frame(spark, pairs, schema),
+        F.broadcast(driver_frame(spark, assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}")),
     )
 
 
@@ -565,4 +568,4 @@ def _link_on_driver(
         local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
     )
     _finish_stats(stats, params, local.n_pairs, iterations=0, method="local")
-    return Linked(pairs, assignments, stats)
+    return Linked(pairs, assignments, stats, local)

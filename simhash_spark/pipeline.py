@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib import metadata
 from typing import Any
 
@@ -17,7 +18,9 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
+from simhash_spark.core.assemble_local import LOCAL_POLICIES, cluster_members, cluster_rows, cluster_totals
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
+from simhash_spark.core.spark_hash import KINDS
 from simhash_spark.index.session import IndexSession, Lookup, run_record
 from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
@@ -33,10 +36,18 @@ from simhash_spark.linking import AtHand, Linked, LinkParams, link
 from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
-from simhash_spark.report.render import render
+from simhash_spark.report.collect_local import local_report
+from simhash_spark.report.render import ReportData, render
 from simhash_spark.storage import FileSystem
 from simhash_spark.tables import OutputTables
-from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
+from simhash_spark.transforms.clusters import (
+    assign_clusters,
+    attach_clusters,
+    cluster_table,
+    drop_duplicates,
+    duplicate_ids_of,
+)
+from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,
     add_title_fingerprints,
@@ -68,6 +79,8 @@ class DedupResult:
     stats: dict[str, Any] = field(default_factory=dict)  # summary.json's statistics, its documented keys
     ctx: RunContext = field(default_factory=RunContext, repr=False)
     totals: RunTotals | None = None
+    # the report's data from what the driver holds (runs assembled there), given the statistics
+    report_at_hand: Callable[[dict[str, Any]], ReportData] | None = None
 
     @property
     def timings(self) -> dict[str, float]:
@@ -169,13 +182,19 @@ def dedup(
         at_hand=fingerprinted_docs.at_hand if looked is None else None,
     )
     with ctx.stage("assemble"):
-        if looked is None:
-            documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
+        at_hand = fingerprinted_docs.at_hand
+        if looked is None and at_hand is not None and _assembles_on_driver(linked, cfg):
+            held = _assemble_on_driver(fps, linked, at_hand, cfg, status_counts)
+            documents, pairs, totals = ctx.persist(held.documents), linked.pairs, held.totals
         else:
-            documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
-            linked.stats["pairs_accepted"] = pairs.count()
-        documents = ctx.persist(documents)
-        totals = _document_totals(documents, status_counts, incremental=looked is not None)
+            held = None
+            if looked is None:
+                documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
+            else:
+                documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
+                linked.stats["pairs_accepted"] = pairs.count()
+            documents = ctx.persist(documents)
+            totals = _document_totals(documents, status_counts, incremental=looked is not None)
     stats = _stats(status_counts, linked.stats, totals, looked, fingerprinted_on=fingerprinted_docs.on)
     entries = None
     if index is not None:
@@ -185,13 +204,18 @@ def dedup(
     return DedupResult(
         documents,
         pairs,
-        cluster_table(documents),
-        drop_duplicates(raw, documents, id_column=cfg.input.id_column),
+        cluster_table(documents) if held is None else held.clusters,
+        drop_duplicates(
+            raw,
+            duplicate_ids_of(documents) if held is None else held.duplicate_ids,
+            id_column=cfg.input.id_column,
+        ),
         docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT)),
         entries,
         stats,
         ctx,
         totals,
+        None if held is None else held.report,
     )
 
 
@@ -337,6 +361,60 @@ def _assemble_full(fps: DataFrame, linked: Linked, cfg: Config) -> DataFrame:
         representative=cfg.cluster.representative,
         extra=cfg.input.passthrough_columns,
     )
+
+
+@dataclass(frozen=True)
+class _HeldOutputs:
+    """The outputs of a run assembled on the driver (small frames, broadcast where joined)."""
+
+    documents: DataFrame
+    clusters: DataFrame
+    duplicate_ids: DataFrame
+    totals: RunTotals
+    report: Callable[[dict[str, Any]], ReportData] | None  # None where Spark must draw the report
+
+
+def _assembles_on_driver(linked: Linked, cfg: Config) -> bool:
+    """A full run linked on the driver whose representatives need nothing but ids and lengths."""
+    return linked.local is not None and cfg.cluster.representative in LOCAL_POLICIES
+
+
+def _assemble_on_driver(
+    fps: DataFrame, linked: Linked, at_hand: AtHand, cfg: Config, status_counts: dict[str, int]
+) -> _HeldOutputs:
+    """``_assemble_full`` from the driver linking's components (``core.assemble_local``): documents/ is
+    the fingerprints joined with a broadcast of the clustered documents, the rest is built here."""
+    local = linked.local
+    assert local is not None
+    spark, id_type = fps.sparkSession, fps.schema[C.ID].dataType.simpleString()
+    n_chars = dict(zip(at_hand.keyed[C.ID].tolist(), at_hand.keyed[C.N_CHARS].tolist(), strict=True))
+    members = cluster_members(local.nodes, local.labels, n_chars, representative=cfg.cluster.representative)
+    schema = f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
+    members_frame = F.broadcast(driver_frame(spark, members, schema))
+    documents = attach_clusters(fps, members_frame, extra=cfg.input.passthrough_columns)
+    clusters = driver_frame(
+        spark,
+        cluster_rows(members),
+        f"{C.CLUSTER_ID} {id_type}, {C.SIZE} long, {C.MEMBER_IDS} array<{id_type}>",
+    )
+    duplicates = members.loc[members[C.CLUSTER_ID] != members[C.ID], [C.ID]]
+    duplicate_ids = F.broadcast(driver_frame(spark, duplicates, f"{C.ID} {id_type}"))
+    counted = cluster_totals(members, sum(status_counts.values()))
+    totals = RunTotals(
+        input_rows=sum(status_counts.values()),
+        fingerprinted=sum(status_counts[s] for s in FINGERPRINTED),
+        duplicates=counted.duplicates,
+        clusters=counted.clusters,
+        largest_cluster=counted.largest,
+        matched_index=0,
+    )
+    id_kind = KINDS.get(id_type)
+    report = (
+        None
+        if id_kind is None
+        else partial(local_report, members=members, pairs=local.pairs, texts=at_hand.texts, id_kind=id_kind)
+    )
+    return _HeldOutputs(documents, clusters, duplicate_ids, totals, report)
 
 
 def _assemble_incremental(
@@ -539,7 +617,10 @@ def _compute_and_publish(
         report = None
         if cfg.output.write_report:
             with result.ctx.stage("report"):
-                report = collect_report(result.stats, result.documents, result.pairs, result.texts)
+                if result.report_at_hand is not None:
+                    report = result.report_at_hand(result.stats)
+                else:
+                    report = collect_report(result.stats, result.documents, result.pairs, result.texts)
         if index is not None:
             with result.ctx.stage("index_write"):
                 _commit(index, result)

@@ -2,7 +2,12 @@
 deduplicated/ rows."""
 
 from simhash_spark import columns as C
-from simhash_spark.transforms.clusters import assign_clusters, cluster_table, drop_duplicates
+from simhash_spark.transforms.clusters import (
+    assign_clusters,
+    cluster_table,
+    drop_duplicates,
+    duplicate_ids_of,
+)
 
 DOCS = "id long, fingerprint long, fingerprint_hex string, status string, n_chars int, published string"
 
@@ -41,4 +46,5 @@ def test_cluster_table_and_deduplicated_rows(spark):
     (cluster,) = cluster_table(documents).collect()
     assert (cluster[C.CLUSTER_ID], cluster[C.SIZE], cluster[C.MEMBER_IDS]) == (1, 3, [1, 2, 3])
     raw = spark.createDataFrame([(i, f"t{i}") for i in range(1, 6)], "doc long, body string")
-    assert sorted(r["doc"] for r in drop_duplicates(raw, documents, id_column="doc").collect()) == [1, 4, 5]
+    kept = drop_duplicates(raw, duplicate_ids_of(documents), id_column="doc")
+    assert sorted(r["doc"] for r in kept.collect()) == [1, 4, 5]

@@ -18,6 +18,7 @@ from simhash_spark.config import load_config
 from simhash_spark.demo.corpus import generate
 from simhash_spark.io import prepare_docs
 from simhash_spark.pipeline import dedup
+from simhash_spark.report.collect import collect_report
 from simhash_spark.transforms.fingerprint import is_small_input, local_fingerprints
 
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
@@ -73,7 +74,11 @@ def _run(spark, path, overrides):
     res = dedup(spark, spark.read.parquet(path), load_config(overrides=overrides))
     out = {name: _rows(getattr(res, name)) for name in OUTPUTS}
     out["texts"] = _rows(res.texts)
-    stats = dict(res.stats)
+    # small runs draw the report's data on the driver (min_id, longest_text), others by Spark: the same
+    held = res.report_at_hand
+    report = held({}) if held else collect_report({}, res.documents, res.pairs, res.texts)
+    out["report"] = report
+    stats = {**res.stats, "report_on_driver": held is not None}
     res.unpersist()
     return out, stats
 
@@ -86,8 +91,12 @@ def test_driver_fingerprints_equal_the_spark_fingerprints(spark, corpus, name):
         "driver",
         "executors",
     )
-    for key in (*OUTPUTS, "texts"):
+    for key in (*OUTPUTS, "texts", "report"):
         assert on_driver[key] == in_spark[key], key
+    assert (driver_stats.pop("report_on_driver"), spark_stats.pop("report_on_driver")) == (
+        name == "defaults",
+        False,
+    )
     assert driver_stats == spark_stats
     statuses = driver_stats["status"]
     assert statuses["invalid_utf8"] == 1 and statuses["null_text"] == 1 and statuses["empty"] == 2

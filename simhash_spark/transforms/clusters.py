@@ -40,6 +40,16 @@ def assign_clusters(
     ``is_duplicate``, then ``extra``. One row per row of ``docs``; a document in no pair is its own
     cluster of size 1.
     """
+    members = cluster_members(docs, components, representative=representative)
+    return attach_clusters(docs, members, extra=extra)
+
+
+def cluster_members(docs: DataFrame, components: DataFrame, *, representative: str) -> DataFrame:
+    """The clusters of the documents in a component (``core.assemble_local.cluster_members`` on the
+    driver).
+
+    In: ``docs`` as ``assign_clusters``; ``components`` with ``node``, ``component`` (labelled by their
+    smallest node). Out: ``id``, ``cluster_id`` (the representative's id), ``cluster_size``."""
     policy_col = policy_column(representative)
     keys = [C.ID, C.N_CHARS] + ([policy_col] if policy_col and policy_col not in (C.ID, C.N_CHARS) else [])
     members = docs.select(*keys).join(
@@ -50,12 +60,16 @@ def assign_clusters(
         rep = F.col(C.COMPONENT)  # components are labelled by their smallest node already
     else:
         rep = F.first(C.ID).over(by_component.orderBy(*representative_order(representative)))
-    assigned = members.select(
+    return members.select(
         F.col(C.ID),
         rep.alias(C.CLUSTER_ID),
         F.count(F.lit(1)).over(by_component).alias(C.CLUSTER_SIZE),
     )
-    joined = docs.join(assigned, on=C.ID, how="left")
+
+
+def attach_clusters(docs: DataFrame, members: DataFrame, *, extra: tuple[str, ...] = ()) -> DataFrame:
+    """``assign_clusters``'s rows from ``cluster_members``' (``id``, ``cluster_id``, ``cluster_size``)."""
+    joined = docs.join(members, on=C.ID, how="left")
     cluster_id = F.coalesce(F.col(C.CLUSTER_ID), F.col(C.ID))
     return joined.select(
         F.col(C.ID),
@@ -83,7 +97,13 @@ def cluster_table(documents: DataFrame) -> DataFrame:
     )
 
 
-def drop_duplicates(raw: DataFrame, documents: DataFrame, *, id_column: str) -> DataFrame:
-    """The input rows (all columns, unchanged) of documents that are not duplicates."""
-    dup_ids = documents.where(F.col(C.IS_DUPLICATE)).select(F.col(C.ID).alias("_dup_id"))
+def drop_duplicates(raw: DataFrame, duplicate_ids: DataFrame, *, id_column: str) -> DataFrame:
+    """The input rows (all columns, unchanged) of documents that are not duplicates.
+
+    In: ``duplicate_ids`` with ``id``: the documents that are duplicates (``duplicate_ids_of``)."""
+    dup_ids = duplicate_ids.select(F.col(C.ID).alias("_dup_id"))
     return raw.join(dup_ids, on=raw[id_column] == dup_ids["_dup_id"], how="left_anti").select(*raw.columns)
+
+
+def duplicate_ids_of(documents: DataFrame) -> DataFrame:
+    return documents.where(F.col(C.IS_DUPLICATE)).select(C.ID)

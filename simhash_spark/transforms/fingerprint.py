@@ -24,6 +24,7 @@ from simhash_spark.core.fingerprint import (
     ModelOptions,
 )
 from simhash_spark.faults import maybe_fail
+from simhash_spark.transforms.driver_frames import driver_frame
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
 
@@ -305,7 +306,7 @@ def local_fingerprint_frame(
             plain[c] = pd.Series(
                 [None if pd.isna(v) else int(v) for v in values], index=values.index, dtype=object
             )
-    return spark.createDataFrame(plain, schema)
+    return driver_frame(spark, plain, schema)
 
 
 def local_text_frame(spark: SparkSession, local: pd.DataFrame, id_type: T.DataType) -> DataFrame:
@@ -313,4 +314,4 @@ def local_text_frame(spark: SparkSession, local: pd.DataFrame, id_type: T.DataTy
     here instead of the input."""
     cols = [c for c in (C.ID, C.TEXT, C.TITLE) if c in local.columns]
     fields = [T.StructField(c, id_type if c == C.ID else T.StringType()) for c in cols]
-    return spark.createDataFrame(local[cols], T.StructType(fields))
+    return driver_frame(spark, local[cols], T.StructType(fields))

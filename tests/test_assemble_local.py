@@ -1,0 +1,129 @@
+"""The driver's assembly of small runs (``core.assemble_local``, ``report.collect_local``,
+``core.spark_hash``) against its Spark twins (``transforms.clusters``, ``report.collect``, Spark's
+``xxhash64``): the same clusters, clusters/ rows, totals and report data."""
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+
+from simhash_spark import columns as C
+from simhash_spark.core.assemble_local import cluster_members, cluster_rows, cluster_totals
+from simhash_spark.core.spark_hash import xxhash64
+from simhash_spark.report import collect, collect_local
+from simhash_spark.transforms.clusters import assign_clusters, cluster_table
+
+ID_TYPES = {"string": "string", "bigint": "long"}
+
+
+def _ids(id_type, n, rng):
+    if id_type == "string":  # unequal lengths, non-ASCII: the order Spark and Python agree on
+        return [f"{rng.choice(['a', 'Zb', '新闻', 'é'])}-{i}" for i in range(n)]
+    return [rng.randrange(-(1 << 62), 1 << 62) for _ in range(n)]
+
+
+def _run(id_type, seed):
+    """(ids, n_chars, nodes, labels, pairs) of random components labelled by their smallest node."""
+    rng = random.Random(seed)
+    ids = _ids(id_type, 120, rng)
+    n_chars = {i: rng.choice([50, 80, 80, 200]) for i in ids}  # ties: the smallest id wins
+    clustered = rng.sample(ids, 90)
+    groups: list[list] = []
+    while clustered:
+        size = min(len(clustered), rng.choice([2, 2, 3, 5, 9]))
+        groups.append(sorted(clustered[:size]))
+        clustered = clustered[size:]
+    nodes = [m for g in groups for m in g]
+    labels = [g[0] for g in groups for _ in g]
+    pairs = []
+    for g in groups:
+        for a, b in itertools.pairwise(g):
+            sim = None if rng.random() < 0.3 else round(rng.uniform(0.8, 1.0), 3)
+            pairs.append((a, b, rng.randrange(0, 13), sim, "verified" if sim else "close"))
+        if len(g) > 2:  # a second pair for a member: the partner choice has something to choose
+            pairs.append((g[0], g[-1], rng.randrange(0, 13), 0.95, "verified"))
+    return ids, n_chars, np.array(nodes, dtype=object), np.array(labels, dtype=object), pairs
+
+
+def _frames(spark, id_type, ids, n_chars, nodes, labels, pairs):
+    docs = spark.createDataFrame(
+        [(i, 1, "0", "ok", n_chars[i]) for i in ids],
+        f"id {id_type}, fingerprint long, fingerprint_hex string, status string, n_chars int",
+    )
+    comps = spark.createDataFrame(
+        list(zip(nodes, labels, strict=True)), f"node {id_type}, component {id_type}"
+    )
+    pair_frame = spark.createDataFrame(
+        pairs, f"id_a {id_type}, id_b {id_type}, distance int, similarity double, reason string"
+    )
+    return docs, comps, pair_frame
+
+
+@pytest.mark.parametrize("id_type", list(ID_TYPES))
+@pytest.mark.parametrize("policy", ["min_id", "longest_text"])
+def test_driver_clusters_equal_the_spark_clusters(spark, id_type, policy):
+    ids, n_chars, nodes, labels, pairs = _run(id_type, seed=len(policy))
+    docs, comps, _ = _frames(spark, id_type, ids, n_chars, nodes, labels, pairs)
+    documents = assign_clusters(docs, comps, representative=policy)
+    members = cluster_members(nodes, labels, n_chars, representative=policy)
+    in_spark = sorted(
+        (r[C.ID], r[C.CLUSTER_ID], r[C.CLUSTER_SIZE])
+        for r in documents.where(F.col(C.CLUSTER_SIZE) > 1).collect()
+    )
+    assert list(members.itertuples(index=False, name=None)) == in_spark
+    spark_clusters = sorted(tuple(r) for r in cluster_table(documents).collect())
+    assert [tuple(r) for r in cluster_rows(members).itertuples(index=False, name=None)] == spark_clusters
+    totals = cluster_totals(members, len(ids))
+    assert totals.duplicates == documents.where(F.col(C.IS_DUPLICATE)).count()
+    assert totals.clusters == len(spark_clusters)
+    assert totals.largest == max(r[2] for r in in_spark)
+    smallest = dict(zip(nodes.tolist(), labels.tolist(), strict=True))
+    moved = sum(cid != smallest[i] for i, cid in zip(members[C.ID], members[C.CLUSTER_ID], strict=True))
+    assert (moved > 0) == (policy == "longest_text")  # the policy changed some representatives
+
+
+def test_no_clusters():
+    members = cluster_members(
+        np.array([], dtype=object), np.array([], dtype=object), {}, representative="min_id"
+    )
+    assert cluster_rows(members).empty
+    assert cluster_totals(members, 5) == cluster_totals(members, 5).__class__(0, 0, 1)
+    assert cluster_totals(members, 0).largest == 0
+
+
+@pytest.mark.parametrize("id_type", list(ID_TYPES))
+def test_driver_report_data_equals_the_spark_report_data(spark, monkeypatch, id_type):
+    # a sample smaller than the similarities: which ones are drawn must agree too
+    monkeypatch.setattr(collect, "SIMILARITY_SAMPLE", 9)
+    monkeypatch.setattr(collect_local, "SIMILARITY_SAMPLE", 9)
+    ids, n_chars, nodes, labels, pairs = _run(id_type, seed=7)
+    docs, comps, pair_frame = _frames(spark, id_type, ids, n_chars, nodes, labels, pairs)
+    texts = {i: f"text of {i}" for i in ids}
+    text_frame = spark.createDataFrame(list(texts.items()), f"id {id_type}, text string")
+    documents = assign_clusters(docs, comps, representative="min_id")
+    in_spark = collect.collect_report({}, documents, pair_frame, text_frame)
+    members = cluster_members(nodes, labels, n_chars, representative="min_id")
+    on_driver = collect_local.local_report(
+        {}, members, pairs, lambda wanted: {i: texts[i] for i in wanted}, id_kind=ID_TYPES[id_type]
+    )
+    assert len(in_spark.examples) == collect.EXAMPLES and len(in_spark.pair_similarities) == 9
+    assert on_driver == in_spark
+
+
+def test_spark_hash_is_sparks_xxhash64(spark):
+    row = spark.sql(
+        "SELECT xxhash64('新闻-1') s, xxhash64(CAST(-7 AS BIGINT)) l, xxhash64(CAST(7 AS INT)) i, "
+        "xxhash64(CAST(3 AS TINYINT)) t, xxhash64(CAST(-3 AS SMALLINT)) h, xxhash64('a', 'b') ss, "
+        "xxhash64(CAST(1 AS BIGINT), CAST(2 AS BIGINT)) ll"
+    ).first()
+    assert tuple(row) == (
+        xxhash64(("新闻-1",), "string"),
+        xxhash64((-7,), "long"),
+        xxhash64((7,), "int"),
+        xxhash64((3,), "int"),
+        xxhash64((-3,), "int"),
+        xxhash64(("a", "b"), "string"),
+        xxhash64((1, 2), "long"),
+    )
