@@ -182,40 +182,24 @@ def dedup(
         at_hand=fingerprinted_docs.at_hand if looked is None else None,
     )
     with ctx.stage("assemble"):
-        at_hand = fingerprinted_docs.at_hand
-        if looked is None and at_hand is not None and _assembles_on_driver(linked, cfg):
-            held = _assemble_on_driver(fps, linked, at_hand, cfg, status_counts)
-            documents, pairs, totals = ctx.persist(held.documents), linked.pairs, held.totals
-        else:
-            held = None
-            if looked is None:
-                documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
-            else:
-                documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
-                linked.stats["pairs_accepted"] = pairs.count()
-            documents = ctx.persist(documents)
-            totals = _document_totals(documents, status_counts, incremental=looked is not None)
-    stats = _stats(status_counts, linked.stats, totals, looked, fingerprinted_on=fingerprinted_docs.on)
+        out = _assemble(fps, linked, looked, fingerprinted_docs.at_hand, cfg, ctx, status_counts)
+    stats = _stats(status_counts, linked.stats, out.totals, looked, fingerprinted_on=fingerprinted_docs.on)
     entries = None
     if index is not None:
         title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
         batch_texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title)
         entries = entries_of_batch(fps, batch_texts, index.run_date)
     return DedupResult(
-        documents,
-        pairs,
-        cluster_table(documents) if held is None else held.clusters,
-        drop_duplicates(
-            raw,
-            duplicate_ids_of(documents) if held is None else held.duplicate_ids,
-            id_column=cfg.input.id_column,
-        ),
+        out.documents,
+        out.pairs,
+        out.clusters,
+        drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
         docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT)),
         entries,
         stats,
         ctx,
-        totals,
-        None if held is None else held.report,
+        out.totals,
+        out.report,
     )
 
 
@@ -364,24 +348,49 @@ def _assemble_full(fps: DataFrame, linked: Linked, cfg: Config) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class _HeldOutputs:
-    """The outputs of a run assembled on the driver (small frames, broadcast where joined)."""
+class _Assembled:
+    """A run's outputs but deduplicated/, and its totals."""
 
-    documents: DataFrame
+    documents: DataFrame  # persisted
+    pairs: DataFrame
     clusters: DataFrame
-    duplicate_ids: DataFrame
+    duplicate_ids: DataFrame  # id: the documents that are duplicates
     totals: RunTotals
-    report: Callable[[dict[str, Any]], ReportData] | None  # None where Spark must draw the report
+    report: Callable[[dict[str, Any]], ReportData] | None = None  # the report's data, drawn on the driver
 
 
-def _assembles_on_driver(linked: Linked, cfg: Config) -> bool:
-    """A full run linked on the driver whose representatives need nothing but ids and lengths."""
-    return linked.local is not None and cfg.cluster.representative in LOCAL_POLICIES
+def _assemble(
+    fps: DataFrame,
+    linked: Linked,
+    looked: Lookup | None,
+    at_hand: AtHand | None,
+    cfg: Config,
+    ctx: RunContext,
+    status_counts: dict[str, int],
+) -> _Assembled:
+    """The outputs from the linking: on the driver for a small full run linked there whose
+    representatives need nothing but ids and lengths, else by Spark."""
+    on_driver = linked.local is not None and cfg.cluster.representative in LOCAL_POLICIES
+    if looked is None and at_hand is not None and on_driver:
+        return _assemble_on_driver(fps, linked, at_hand, cfg, status_counts, ctx)
+    if looked is None:
+        documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
+    else:
+        documents, pairs = _assemble_incremental(fps, linked, looked, cfg, ctx)
+        linked.stats["pairs_accepted"] = pairs.count()
+    documents = ctx.persist(documents)
+    totals = _document_totals(documents, status_counts, incremental=looked is not None)
+    return _Assembled(documents, pairs, cluster_table(documents), duplicate_ids_of(documents), totals)
 
 
 def _assemble_on_driver(
-    fps: DataFrame, linked: Linked, at_hand: AtHand, cfg: Config, status_counts: dict[str, int]
-) -> _HeldOutputs:
+    fps: DataFrame,
+    linked: Linked,
+    at_hand: AtHand,
+    cfg: Config,
+    status_counts: dict[str, int],
+    ctx: RunContext,
+) -> _Assembled:
     """``_assemble_full`` from the driver linking's components (``core.assemble_local``): documents/ is
     the fingerprints joined with a broadcast of the clustered documents, the rest is built here."""
     local = linked.local
@@ -414,7 +423,7 @@ def _assemble_on_driver(
         if id_kind is None
         else partial(local_report, members=members, pairs=local.pairs, texts=at_hand.texts, id_kind=id_kind)
     )
-    return _HeldOutputs(documents, clusters, duplicate_ids, totals, report)
+    return _Assembled(ctx.persist(documents), linked.pairs, clusters, duplicate_ids, totals, report)
 
 
 def _assemble_incremental(
