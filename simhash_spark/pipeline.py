@@ -598,6 +598,13 @@ def run(
     return summ
 
 
+def _report_rows(stats: dict[str, Any]) -> int:
+    """How many rows the report's data takes on the driver: the pairs, and the clustered documents (every
+    duplicate, and at most one more per cluster). The driver takes them up to ``cluster.local_max_edges``,
+    as many as the graph it clusters itself."""
+    return int(stats["pairs_accepted"]) + int(stats["duplicates"]) + int(stats["clusters"])
+
+
 def _compute_and_publish(
     spark: SparkSession,
     cfg: Config,
@@ -629,7 +636,13 @@ def _compute_and_publish(
                 if result.report_at_hand is not None:
                     report = result.report_at_hand(result.stats)
                 else:
-                    report = collect_report(result.stats, result.documents, result.pairs, result.texts)
+                    report = collect_report(
+                        result.stats,
+                        result.documents,
+                        result.pairs,
+                        result.texts,
+                        on_driver=_report_rows(result.stats) <= cfg.cluster.local_max_edges,
+                    )
         if index is not None:
             with result.ctx.stage("index_write"):
                 _commit(index, result)

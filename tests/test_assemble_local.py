@@ -112,6 +112,25 @@ def test_driver_report_data_equals_the_spark_report_data(spark, monkeypatch, id_
     assert on_driver == in_spark
 
 
+@pytest.mark.parametrize("id_type", list(ID_TYPES))
+def test_report_of_a_spark_run_summarized_on_the_driver_equals_its_aggregations(spark, monkeypatch, id_type):
+    monkeypatch.setattr(collect, "SIMILARITY_SAMPLE", 9)
+    monkeypatch.setattr(collect_local, "SIMILARITY_SAMPLE", 9)
+    ids, n_chars, nodes, labels, pairs = _run(id_type, seed=11)
+    docs, comps, pair_frame = _frames(spark, id_type, ids, n_chars, nodes, labels, pairs)
+    text_frame = spark.createDataFrame([(i, f"text of {i}") for i in ids], f"id {id_type}, text string")
+    documents = assign_clusters(docs, comps, representative="longest_text")
+    aggregated = collect.collect_report({}, documents, pair_frame, text_frame)
+
+    def no_aggregation(*_args):
+        raise AssertionError("summarized on the driver: no Spark aggregation")
+
+    monkeypatch.setattr(collect, "_sizes_and_chosen", no_aggregation)
+    on_driver = collect.collect_report({}, documents, pair_frame, text_frame, on_driver=True)
+    assert len(aggregated.examples) == collect.EXAMPLES and len(aggregated.pair_similarities) == 9
+    assert on_driver == aggregated
+
+
 def test_spark_hash_is_sparks_xxhash64(spark):
     row = spark.sql(
         "SELECT xxhash64('新闻-1') s, xxhash64(CAST(-7 AS BIGINT)) l, xxhash64(CAST(7 AS INT)) i, "

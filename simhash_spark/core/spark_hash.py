@@ -1,5 +1,5 @@
 """Spark SQL's ``xxhash64`` in plain Python, for orders the driver must draw exactly as Spark does (the
-report's samples of small runs). Tested against Spark in tests/test_report_local.py."""
+report's samples of small runs). Tested against Spark in tests/test_assemble_local.py."""
 
 from __future__ import annotations
 

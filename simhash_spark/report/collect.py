@@ -1,29 +1,41 @@
-"""Gathering the report's data from a run's outputs: a few small aggregations and the texts of the
-example clusters (a handful of rows reach the driver)."""
+"""Gathering the report's data from a run's outputs: the clustered documents and the pairs collected once
+and summarized on the driver by ``report.collect_local`` when they are few enough, else a few small
+aggregations; then the texts of the example clusters."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from simhash_spark import columns as C
+from simhash_spark.core.spark_hash import KINDS
+from simhash_spark.report.collect_local import EXAMPLES, MEMBERS_SHOWN, SIMILARITY_SAMPLE, local_report
 from simhash_spark.report.render import ExampleCluster, Member, ReportData
-
-EXAMPLES = 20
-MEMBERS_SHOWN = 4
-SIMILARITY_SAMPLE = 5000
 
 
 def collect_report(
-    summary: dict[str, Any], documents: DataFrame, pairs: DataFrame, texts: DataFrame
+    summary: dict[str, Any],
+    documents: DataFrame,
+    pairs: DataFrame,
+    texts: DataFrame,
+    *,
+    on_driver: bool = False,
 ) -> ReportData:
-    """In: the run's ``documents`` and ``pairs`` and the input ``texts`` (``id``, ``text``).
+    """In: the run's ``documents`` and ``pairs`` and the input ``texts`` (``id``, ``text``). With
+    ``on_driver`` (the caller knows the clustered documents and the pairs are few), both are collected
+    once and summarized by ``collect_local.local_report``, the same data in two or three Spark jobs
+    instead of a plan of joins and windows per part.
 
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
     each with its first members by id and the accepted pair each is in."""
+    id_kind = KINDS.get(documents.schema[C.ID].dataType.simpleString())
+    if on_driver and id_kind is not None:
+        return _on_driver(summary, documents, pairs, texts, id_kind)
     multi = documents.where(F.col(C.CLUSTER_SIZE) > 1)
     sizes, chosen = _sizes_and_chosen(multi)
     dists = {int(r[C.DISTANCE]): int(r["count"]) for r in pairs.groupBy(C.DISTANCE).count().collect()}
@@ -38,6 +50,31 @@ def collect_report(
     if not chosen:
         return ReportData(summary, sizes, dists, sims, [])
     return ReportData(summary, sizes, dists, sims, _examples(documents, pairs, texts, chosen))
+
+
+def _on_driver(
+    summary: dict[str, Any], documents: DataFrame, pairs: DataFrame, texts: DataFrame, id_kind: str
+) -> ReportData:
+    members = (
+        documents.where(F.col(C.CLUSTER_SIZE) > 1)
+        .select(C.ID, C.CLUSTER_ID, F.col(C.CLUSTER_SIZE).cast("long").alias(C.CLUSTER_SIZE))
+        .toPandas()
+    )
+    rows: pd.DataFrame = pairs.select(C.ID_A, C.ID_B, C.DISTANCE, C.SIMILARITY, C.REASON).toPandas()
+    as_python = rows.astype(object)  # Python ints and floats; then None, not NaN, for a missing similarity
+    pair_rows = list(as_python.where(as_python.notna(), None).itertuples(index=False, name=None))
+    return local_report(summary, members, pair_rows, _texts_by_id(texts), id_kind=id_kind)
+
+
+def _texts_by_id(texts: DataFrame) -> Callable[[set[Any]], dict[Any, str]]:
+    """The texts of a few ids: the input scanned once, filtered by id, not joined whole."""
+
+    def fetch(ids: set[Any]) -> dict[Any, str]:
+        if not ids:
+            return {}
+        return {r[C.ID]: r[C.TEXT] for r in texts.where(F.col(C.ID).isin(sorted(ids))).collect()}
+
+    return fetch
 
 
 def _sizes_and_chosen(multi: DataFrame) -> tuple[dict[int, int], list[Any]]:
@@ -98,7 +135,7 @@ def _examples(
     )
     rows = _with_partners(members, pairs).collect()
     wanted = {r[C.ID] for r in rows} | {r["_partner"] for r in rows if r["_partner"] is not None}
-    text_of = {r[C.ID]: r[C.TEXT] for r in texts.where(F.col(C.ID).isin(sorted(wanted))).collect()}
+    text_of = _texts_by_id(texts)(wanted)
     by_cluster: dict[Any, list[Any]] = {}
     for r in rows:
         by_cluster.setdefault(r[C.CLUSTER_ID], []).append(r)
@@ -138,7 +175,7 @@ def _with_partners(members: DataFrame, pairs: DataFrame) -> DataFrame:
     return members.join(best, on=C.ID, how="left")
 
 
-def _member(r: Any, text_of: dict[Any, str | None]) -> Member:
+def _member(r: Any, text_of: Mapping[Any, str | None]) -> Member:
     partner = r["_partner"]
     return Member(
         id=str(r[C.ID]),

@@ -1,5 +1,6 @@
-"""The report's data for a run linked on the driver, from what the driver holds: the twin of
-``report.collect`` (tests/test_report_local.py holds both to the same report), with no Spark job."""
+"""The report's data from the clustered documents and the pairs on the driver: the twin of the Spark
+aggregations in ``report.collect`` (tests/test_assemble_local.py holds both to the same report), used for
+a run linked on the driver and for any run whose clustered documents and pairs are few."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pandas as pd
 from simhash_spark import columns as C
 from simhash_spark.core.link_local import PairRow
 from simhash_spark.core.spark_hash import xxhash64
-from simhash_spark.report.collect import EXAMPLES, MEMBERS_SHOWN, SIMILARITY_SAMPLE
 from simhash_spark.report.render import ExampleCluster, Member, ReportData
+
+EXAMPLES = 20  # example clusters: the largest half, the rest in a hash order of their ids
+MEMBERS_SHOWN = 4  # the first members of an example cluster by id
+SIMILARITY_SAMPLE = 5000  # verified similarities drawn, in a hash order of their pairs
 
 
 def local_report(
