@@ -68,7 +68,8 @@ class LinkParams:
     bands: BandsConfig
     pairs_max_group: int  # identical groups larger than this are written as stars
     max_iterations: int  # connected components
-    local_max_edges: int  # a graph of at most this many edges is clustered on the driver
+    local_max_edges: int  # a graph of at most this many edges is clustered on the driver; as many
+    # candidate pairs have their ids broadcast to the text check
     title_rule: str | None = None  # "and", "or", or None without titles
     title_max_distance: int = 0
     local_max_documents: int = 0  # at most this many documents are linked on the driver (core.link_local)
@@ -355,10 +356,13 @@ def _accepted(
     lengths: DataFrame,
     texts: DataFrame | None,
     titles: DataFrame | None,
+    few_candidates: bool,
 ) -> tuple[DataFrame, int]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), and the
-    number of forest edges."""
-    rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles)
+    number of forest edges. ``few_candidates``: few enough for the driver to broadcast their ids."""
+    rep_pairs = accept_pairs(
+        candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few_candidates
+    )
     forest_edges = 0
     if design.n_hot and design.hot is not None:
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")
@@ -398,7 +402,15 @@ def _find(
         within_k = candidates.count()
     with ctx.stage("verify"):
         rep_pairs, forest_edges = _accepted(
-            candidates, ident, design, rule, ctx, lengths=lengths, texts=texts, titles=titles
+            candidates,
+            ident,
+            design,
+            rule,
+            ctx,
+            lengths=lengths,
+            texts=texts,
+            titles=titles,
+            few_candidates=within_k <= params.local_max_edges,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         pairs = expand_pairs(rep_pairs, ident.members, max_group=limit)

@@ -230,11 +230,11 @@ def _fingerprint(
     with ctx.stage("fingerprint"):
         if small:
             return _fingerprint_on_driver(spark, raw, docs, collect_documents(docs), cfg, ctx, source=source)
-        docs = _spread(spark, docs, cfg)
         _ship_model_files(spark, cfg)
         # the text check groups identical fingerprints by text too: hashing the text here, in the pass that
         # reads it anyway, spares the linking a second read (and shuffle) of every text
-        docs_hashed = docs.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
+        spread = _spread(spark, docs, cfg)
+        docs_hashed = spread.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
         extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
         fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra)
         if cfg.input.title_column:
@@ -244,6 +244,7 @@ def _fingerprint(
         totals = fps.agg(*id_totals(F.col(C.ID)), *_status_sums()).first()
         assert totals is not None
         validate_ids(totals, raw, cfg, source=source)
+    # the texts are read later as the input holds them: spread again, they would be shuffled for nothing
     return _Fingerprinted(docs, fps, {s: int(totals[s]) for s in STATUSES}, "executors")
 
 

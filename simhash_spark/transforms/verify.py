@@ -82,6 +82,13 @@ def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> Dat
     return pairs
 
 
+def _texts_of_pairs(pairs: DataFrame, texts: DataFrame) -> DataFrame:
+    """``texts`` of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every other
+    text before the joins shuffle and sort what is left."""
+    ids = pairs.select(F.col(C.ID_A).alias(C.ID)).unionByName(pairs.select(F.col(C.ID_B).alias(C.ID)))
+    return texts.join(F.broadcast(ids), on=C.ID, how="left_semi")
+
+
 def _hamming(a: Column, b: Column) -> Column:
     return F.bit_count(a.bitwiseXOR(b))
 
@@ -93,13 +100,15 @@ def accept_pairs(
     lengths: DataFrame,
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
+    few: bool = False,
 ) -> DataFrame:
     """The candidates the rule accepts.
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``), ``texts``
     (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
-    needed with ``rule.title_max_distance``). Out: ``id_a``, ``id_b``, ``distance``, ``similarity`` (null
-    where not checked), ``reason``.
+    needed with ``rule.title_max_distance``); ``few``: the candidates are few enough for their ids to be
+    broadcast (only the texts the check reads are then shuffled). Out: ``id_a``, ``id_b``, ``distance``,
+    ``similarity`` (null where not checked), ``reason``.
     """
     pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     if rule.policy.steps:
@@ -138,7 +147,10 @@ def accept_pairs(
         return direct
     if texts is None:
         raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
-    to_check = _by_pair(pairs.where(needs), texts, C.TEXT, "text")
+    checked_pairs = pairs.where(needs)
+    if few:
+        texts = _texts_of_pairs(checked_pairs, texts)
+    to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
     with_sim = to_check.withColumn(C.SIMILARITY, _similarity_udf(rule)(F.col("_atext"), F.col("_btext")))
     checked = accepted(with_sim, F.col(C.SIMILARITY)).where(F.col(C.REASON).isNotNull())
     return direct.unionByName(checked)
