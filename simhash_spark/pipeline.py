@@ -160,12 +160,8 @@ def dedup(
     """
     cfg = with_overrides(cfg or load_config(), overrides or {})
     ctx = ctx or RunContext()
-    fingerprinted_docs = _fingerprint(spark, raw, cfg, ctx, source=source)
-    docs, fps, status_counts = (
-        fingerprinted_docs.docs,
-        fingerprinted_docs.fps,
-        fingerprinted_docs.status_counts,
-    )
+    fp_pass = _fingerprint(spark, raw, cfg, ctx, source=source)
+    docs, fps, status_counts = fp_pass.docs, fp_pass.fps, fp_pass.status_counts
     looked = None
     if index is not None:
         looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
@@ -179,11 +175,11 @@ def dedup(
         texts=texts if cfg.verify.enabled else None,
         titles=titles,
         n_docs=fingerprinted,
-        at_hand=fingerprinted_docs.at_hand if looked is None else None,
+        at_hand=fp_pass.at_hand if looked is None else None,
     )
     with ctx.stage("assemble"):
-        out = _assemble(fps, linked, looked, fingerprinted_docs.at_hand, cfg, ctx, status_counts)
-    stats = _stats(status_counts, linked.stats, out.totals, looked, fingerprinted_on=fingerprinted_docs.on)
+        out = _assemble(fps, linked, looked, fp_pass.at_hand, cfg, ctx, status_counts)
+    stats = _stats(status_counts, linked.stats, out.totals, looked, fingerprinted_on=fp_pass.on)
     entries = None
     if index is not None:
         title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []

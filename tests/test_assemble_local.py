@@ -93,6 +93,11 @@ def test_no_clusters():
     assert cluster_totals(members, 0).largest == 0
 
 
+def _texts(spark, id_type, ids):
+    texts = {i: f"text of {i}" for i in ids}
+    return texts, spark.createDataFrame(list(texts.items()), f"id {id_type}, text string")
+
+
 @pytest.mark.parametrize("id_type", list(ID_TYPES))
 def test_driver_report_data_equals_the_spark_report_data(spark, monkeypatch, id_type):
     # a sample smaller than the similarities: which ones are drawn must agree too
@@ -100,8 +105,7 @@ def test_driver_report_data_equals_the_spark_report_data(spark, monkeypatch, id_
     monkeypatch.setattr(collect_local, "SIMILARITY_SAMPLE", 9)
     ids, n_chars, nodes, labels, pairs = _run(id_type, seed=7)
     docs, comps, pair_frame = _frames(spark, id_type, ids, n_chars, nodes, labels, pairs)
-    texts = {i: f"text of {i}" for i in ids}
-    text_frame = spark.createDataFrame(list(texts.items()), f"id {id_type}, text string")
+    texts, text_frame = _texts(spark, id_type, ids)
     documents = assign_clusters(docs, comps, representative="min_id")
     in_spark = collect.collect_report({}, documents, pair_frame, text_frame)
     members = cluster_members(nodes, labels, n_chars, representative="min_id")
@@ -118,7 +122,7 @@ def test_report_of_a_spark_run_summarized_on_the_driver_equals_its_aggregations(
     monkeypatch.setattr(collect_local, "SIMILARITY_SAMPLE", 9)
     ids, n_chars, nodes, labels, pairs = _run(id_type, seed=11)
     docs, comps, pair_frame = _frames(spark, id_type, ids, n_chars, nodes, labels, pairs)
-    text_frame = spark.createDataFrame([(i, f"text of {i}") for i in ids], f"id {id_type}, text string")
+    _, text_frame = _texts(spark, id_type, ids)
     documents = assign_clusters(docs, comps, representative="longest_text")
     aggregated = collect.collect_report({}, documents, pair_frame, text_frame)
 

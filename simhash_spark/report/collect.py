@@ -28,8 +28,8 @@ def collect_report(
 ) -> ReportData:
     """In: the run's ``documents`` and ``pairs`` and the input ``texts`` (``id``, ``text``). With
     ``on_driver`` (the caller knows the clustered documents and the pairs are few), both are collected
-    once and summarized by ``collect_local.local_report``, the same data in two or three Spark jobs
-    instead of a plan of joins and windows per part.
+    once and summarized by ``collect_local.local_report``: the same data from two collects and a fetch of
+    the examples' texts, instead of a plan of joins, windows and aggregations per part.
 
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
     each with its first members by id and the accepted pair each is in."""

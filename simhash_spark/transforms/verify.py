@@ -93,6 +93,30 @@ def _hamming(a: Column, b: Column) -> Column:
     return F.bit_count(a.bitwiseXOR(b))
 
 
+def _within_pair_k(
+    candidates: DataFrame, *, rule: PairRule, lengths: DataFrame, titles: DataFrame | None
+) -> DataFrame:
+    """The candidates within their pair's k whose titles agree, with ``_shorter_chars`` and
+    ``_title_distance`` for the rule."""
+    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
+    if rule.policy.steps:
+        pairs = _by_pair(pairs, lengths, C.N_CHARS, "len").withColumn(_SHORTER, F.least("_alen", "_blen"))
+    else:
+        pairs = pairs.withColumn(_SHORTER, F.lit(0))
+    if rule.title_max_distance is not None:
+        if titles is None:
+            raise ValueError("the title rule needs the documents' title fingerprints")
+        pairs = _by_pair(pairs, titles, C.TITLE_FINGERPRINT, "tfp")
+        pairs = pairs.withColumn(_TITLE_DISTANCE, _hamming(F.col("_atfp"), F.col("_btfp")))
+    else:
+        pairs = pairs.withColumn(_TITLE_DISTANCE, F.lit(None).cast("int"))
+    distance = F.col(C.DISTANCE)
+    return pairs.where(
+        (distance <= pair_k_column(rule.policy, F.col(_SHORTER)))
+        & titles_agree_column(rule, F.col(_TITLE_DISTANCE))
+    )
+
+
 def accept_pairs(
     candidates: DataFrame,
     *,
@@ -110,23 +134,8 @@ def accept_pairs(
     broadcast (only the texts the check reads are then shuffled). Out: ``id_a``, ``id_b``, ``distance``,
     ``similarity`` (null where not checked), ``reason``.
     """
-    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
-    if rule.policy.steps:
-        pairs = _by_pair(pairs, lengths, C.N_CHARS, "len").withColumn(_SHORTER, F.least("_alen", "_blen"))
-    else:
-        pairs = pairs.withColumn(_SHORTER, F.lit(0))
-    if rule.title_max_distance is not None:
-        if titles is None:
-            raise ValueError("the title rule needs the documents' title fingerprints")
-        pairs = _by_pair(pairs, titles, C.TITLE_FINGERPRINT, "tfp")
-        pairs = pairs.withColumn(_TITLE_DISTANCE, _hamming(F.col("_atfp"), F.col("_btfp")))
-    else:
-        pairs = pairs.withColumn(_TITLE_DISTANCE, F.lit(None).cast("int"))
+    pairs = _within_pair_k(candidates, rule=rule, lengths=lengths, titles=titles)
     distance = F.col(C.DISTANCE)
-    pairs = pairs.where(
-        (distance <= pair_k_column(rule.policy, F.col(_SHORTER)))
-        & titles_agree_column(rule, F.col(_TITLE_DISTANCE))
-    )
 
     def accepted(frame: DataFrame, similarity: Column) -> DataFrame:
         reason = reason_column(
