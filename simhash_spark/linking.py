@@ -114,6 +114,8 @@ class Linked:
     assignments: DataFrame  # node, component (nodes with an edge only)
     stats: dict[str, Any]
     local: LocalLinked | None = None  # the same, when linked on the driver
+    # (nodes, labels) of ``assignments``, when the components were labelled on the driver
+    labelled: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -162,7 +164,7 @@ def link(
             found.edges, max_iterations=params.max_iterations, local_max_edges=params.local_max_edges
         )
     _finish_stats(found.stats, params, found.n_pairs, iterations=comps.iterations, method=comps.method)
-    return Linked(found.pairs, comps.assignments, found.stats)
+    return Linked(found.pairs, comps.assignments, found.stats, labelled=comps.labelled)
 
 
 def _finish_stats(
@@ -580,4 +582,4 @@ def _link_on_driver(
         local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
     )
     _finish_stats(stats, params, local.n_pairs, iterations=0, method="local")
-    return Linked(pairs, assignments, stats, local)
+    return Linked(pairs, assignments, stats, local, (local.nodes, local.labels))

@@ -11,6 +11,7 @@ from functools import partial
 from importlib import metadata
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -365,10 +366,10 @@ def _assemble(
     ctx: RunContext,
     status_counts: dict[str, int],
 ) -> _Assembled:
-    """The outputs from the linking: on the driver for a small full run linked there whose
-    representatives need nothing but ids and lengths, else by Spark."""
-    on_driver = linked.local is not None and cfg.cluster.representative in LOCAL_POLICIES
-    if looked is None and at_hand is not None and on_driver:
+    """The outputs from the linking: on the driver for a full run whose components were labelled there
+    and whose representatives need nothing but ids and lengths, else by Spark."""
+    on_driver = linked.labelled is not None and cfg.cluster.representative in LOCAL_POLICIES
+    if looked is None and on_driver:
         return _assemble_on_driver(fps, linked, at_hand, cfg, status_counts, ctx)
     if looked is None:
         documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
@@ -383,18 +384,20 @@ def _assemble(
 def _assemble_on_driver(
     fps: DataFrame,
     linked: Linked,
-    at_hand: AtHand,
+    at_hand: AtHand | None,
     cfg: Config,
     status_counts: dict[str, int],
     ctx: RunContext,
 ) -> _Assembled:
-    """``_assemble_full`` from the driver linking's components (``core.assemble_local``): documents/ is
-    the fingerprints joined with a broadcast of the clustered documents, the rest is built here."""
-    local = linked.local
-    assert local is not None
+    """``_assemble_full`` from the components labelled on the driver (``core.assemble_local``): documents/
+    is the fingerprints joined with a broadcast of the clustered documents, the rest is built here. A run
+    linked on the driver gets its report's data from there too."""
+    assert linked.labelled is not None
+    nodes, labels = linked.labelled
     spark, id_type = fps.sparkSession, fps.schema[C.ID].dataType.simpleString()
-    n_chars = dict(zip(at_hand.keyed[C.ID].tolist(), at_hand.keyed[C.N_CHARS].tolist(), strict=True))
-    members = cluster_members(local.nodes, local.labels, n_chars, representative=cfg.cluster.representative)
+    longest = cfg.cluster.representative == "longest_text"
+    n_chars = _lengths(fps, nodes, at_hand, id_type) if longest else {}
+    members = cluster_members(nodes, labels, n_chars, representative=cfg.cluster.representative)
     schema = f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
     members_frame = F.broadcast(driver_frame(spark, members, schema))
     documents = attach_clusters(fps, members_frame, extra=cfg.input.passthrough_columns)
@@ -415,12 +418,23 @@ def _assemble_on_driver(
         matched_index=0,
     )
     id_kind = KINDS.get(id_type)
-    report = (
-        None
-        if id_kind is None
-        else partial(local_report, members=members, pairs=local.pairs, texts=at_hand.texts, id_kind=id_kind)
-    )
+    report = None
+    if id_kind is not None and linked.local is not None and at_hand is not None:
+        report = partial(
+            local_report, members=members, pairs=linked.local.pairs, texts=at_hand.texts, id_kind=id_kind
+        )
     return _Assembled(ctx.persist(documents), linked.pairs, clusters, duplicate_ids, totals, report)
+
+
+def _lengths(fps: DataFrame, nodes: np.ndarray, at_hand: AtHand | None, id_type: str) -> dict[object, int]:
+    """The normalized lengths of the graph's documents by id: those a driver fingerprinting holds, else
+    collected for these documents only."""
+    if at_hand is not None:
+        held = at_hand.keyed
+    else:
+        wanted = F.broadcast(driver_frame(fps.sparkSession, pd.DataFrame({C.ID: nodes}), f"{C.ID} {id_type}"))
+        held = fps.join(wanted, on=C.ID, how="left_semi").select(C.ID, C.N_CHARS).toPandas()
+    return dict(zip(held[C.ID].tolist(), held[C.N_CHARS].tolist(), strict=True))
 
 
 def _assemble_incremental(

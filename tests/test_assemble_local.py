@@ -3,6 +3,7 @@
 ``xxhash64``): the same clusters, clusters/ rows, totals and report data."""
 
 import itertools
+import json
 import random
 
 import numpy as np
@@ -10,8 +11,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
+from simhash_spark.config import load_config
 from simhash_spark.core.assemble_local import cluster_members, cluster_rows, cluster_totals
 from simhash_spark.core.spark_hash import xxhash64
+from simhash_spark.demo.corpus import generate
+from simhash_spark.pipeline import dedup
 from simhash_spark.report import collect, collect_local
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table
 
@@ -150,3 +154,42 @@ def test_spark_hash_is_sparks_xxhash64(spark):
         xxhash64(("a", "b"), "string"),
         xxhash64((1, 2), "long"),
     )
+
+
+def _outputs(spark, raw, policy, local_max_edges):
+    """A run linked by Spark (documents, clusters, deduplicated, stats, documents/' plan)."""
+    overrides = [
+        "cluster.local_max_documents=0",
+        f"cluster.local_max_edges={local_max_edges}",
+        f"cluster.representative={policy}",
+    ]
+    res = dedup(spark, raw, load_config(overrides=overrides))
+
+    def rows(df):
+        return sorted(json.dumps(r.asDict(), sort_keys=True, default=str) for r in df.collect())
+
+    out = {
+        "documents": rows(res.documents),
+        "clusters": rows(res.clusters),
+        "deduplicated": rows(res.deduplicated),
+        "stats": {k: v for k, v in res.stats.items() if not k.startswith("components_")},
+        "method": res.stats["components_method"],
+        "plan": res.documents._jdf.queryExecution().executedPlan().toString(),
+    }
+    res.unpersist()
+    return out
+
+
+@pytest.mark.parametrize("policy", ["min_id", "longest_text"])
+def test_a_spark_run_whose_components_were_labelled_on_the_driver_is_assembled_there(spark, policy):
+    """The clusters stage labels a graph of at most ``cluster.local_max_edges`` edges on the driver: the
+    documents are then clustered there too (no window over the components, no totals job), with the outputs
+    and statistics of the Spark assembly that a larger graph takes."""
+    raw = spark.createDataFrame(generate(40, seed=11, dup_share=0.7).to_pandas())
+    labelled = _outputs(spark, raw, policy, 10**6)
+    distributed = _outputs(spark, raw, policy, 0)
+    assert (labelled["method"], distributed["method"]) == ("local", "distributed")
+    for key in ("documents", "clusters", "deduplicated", "stats"):
+        assert labelled[key] == distributed[key], key
+    assert labelled["stats"]["duplicates"] > 5
+    assert "Window" in distributed["plan"] and "Window" not in labelled["plan"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +27,9 @@ class Components:
     assignments: DataFrame  # node, component (the component's smallest node); only nodes with an edge
     iterations: int  # distributed rounds (0 when solved on the driver)
     method: str  # "local" (collected, numpy) or "distributed"
+    # (nodes, labels) as ``assignments`` holds them, when solved on the driver: what the assembly can use
+    # there without reading ``assignments`` back
+    labelled: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class ComponentsDidNotConverge(RuntimeError):
@@ -89,9 +93,11 @@ def connected_components(
     e = _oriented(edges).localCheckpoint(eager=True)
     n_edges = e.count()
     if n_edges == 0:
-        return Components(e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT)), 0, "local")
+        none = np.array([], dtype=object)
+        assignments = e.select(F.col("u").alias(C.NODE), F.col("v").alias(C.COMPONENT))
+        return Components(assignments, 0, "local", (none, none))
     if n_edges <= local_max_edges:
-        return Components(_local(e), 0, "local")
+        return _local(e)
     for i in range(1, max_iterations + 1):
         nxt = _small_star(_large_star(e)).localCheckpoint(eager=True)
         e = nxt
@@ -105,10 +111,11 @@ def connected_components(
     )
 
 
-def _local(e: DataFrame) -> DataFrame:
+def _local(e: DataFrame) -> Components:
     """The oriented edges collected, labelled on the driver, and handed back as a DataFrame."""
     node_type = e.schema["u"].dataType.simpleString()
     pdf: pd.DataFrame = e.toPandas()
     nodes, labels = component_labels(pdf["u"].to_numpy(), pdf["v"].to_numpy())
     out = pd.DataFrame({C.NODE: nodes, C.COMPONENT: labels})
-    return e.sparkSession.createDataFrame(out, schema=f"{C.NODE} {node_type}, {C.COMPONENT} {node_type}")
+    schema = f"{C.NODE} {node_type}, {C.COMPONENT} {node_type}"
+    return Components(e.sparkSession.createDataFrame(out, schema=schema), 0, "local", (nodes, labels))
