@@ -156,3 +156,20 @@ def test_an_unknown_variants_value_names_the_key():
 
     with pytest.raises(ConfigError, match=r"normalize\.variants: expected one of none, t2s, s2t"):
         load_config(overrides=['normalize.variants="tw2s"'])
+
+
+def test_the_shipped_invisible_ranges_are_the_running_unicode_data():
+    """The ranges a worker uses without scanning every code point are those the scan gives (tables for the
+    Unicode versions of Python 3.11 to 3.13; another version is scanned)."""
+    import unicodedata
+
+    from simhash_spark.core import normalize as N
+
+    if unicodedata.unidata_version not in N.INVISIBLE_RANGES:
+        pytest.skip(f"no shipped table for Unicode {unicodedata.unidata_version}: computed at run time")
+    assert N.INVISIBLE_RANGES[unicodedata.unidata_version] == N.invisible_ranges()
+    # every range holds what the definition removes, and nothing between ranges does
+    pattern = N._invisible()
+    for lo, hi in N.INVISIBLE_RANGES[unicodedata.unidata_version]:
+        assert pattern.fullmatch(chr(lo)) and pattern.fullmatch(chr(hi))
+        assert not pattern.fullmatch(chr(hi + 1))  # the last range ends below U+10FFFF

@@ -107,31 +107,57 @@ class Normalized:
     truncated: bool
 
 
-def _char_class(codepoints: list[int]) -> str:
-    """A regex character class for a sorted list of code points, as ranges."""
-    parts, i = [], 0
-    while i < len(codepoints):
-        j = i
-        while j + 1 < len(codepoints) and codepoints[j + 1] == codepoints[j] + 1:
-            j += 1
-        lo, hi = codepoints[i], codepoints[j]
-        parts.append(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
-        i = j + 1
-    return "[" + "".join(parts) + "]"
+# What ``_invisible`` removes, as code point ranges, by Unicode version (``unicodedata.unidata_version``):
+# recomputing it (``invisible_ranges``) scans all 1.1 M code points, seconds that every Python worker
+# would pay on its first document holding one of them. tests/test_normalize.py recomputes the running
+# version's ranges; a version not listed here is computed.
+_INVISIBLE_14 = (
+    (0x0, 0x8), (0xE, 0x1B), (0x7F, 0x84), (0x86, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C),
+    (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+    (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xD800, 0xF8FF), (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438),
+    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F), (0xE0100, 0xE01EF),
+    (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD),
+)  # fmt: skip
+# Unicode 15 added the Egyptian hieroglyph format controls U+13439..U+1343F
+_INVISIBLE_15 = tuple((lo, 0x1343F) if lo == 0x13430 else (lo, hi) for lo, hi in _INVISIBLE_14)
+INVISIBLE_RANGES = {"14.0.0": _INVISIBLE_14, "15.0.0": _INVISIBLE_15, "15.1.0": _INVISIBLE_15}
 
 
-@lru_cache(maxsize=1)
-def _invisible() -> re.Pattern[str]:
+def invisible_ranges() -> tuple[tuple[int, int], ...]:
     """Control, format (zero-width, BOM, bidi), surrogate and private-use code points, and variation
-    selectors. Whitespace controls (tab, newlines) are left for the whitespace step so words stay apart.
-    A regex scan beats str.translate here: most documents contain none of these."""
+    selectors, as sorted ranges (first, last) of the running Python's Unicode data. Whitespace controls
+    (tab, newlines) are left for the whitespace step so words stay apart."""
     cps = [
         cp
         for cp in range(sys.maxunicode + 1)
         if unicodedata.category(chr(cp)) in ("Cc", "Cf", "Cs", "Co") and not chr(cp).isspace()
     ]
     cps += list(range(0xFE00, 0xFE10)) + list(range(0xE0100, 0xE01F0))
-    return re.compile(_char_class(sorted(set(cps))))
+    ordered, ranges, i = sorted(set(cps)), [], 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        ranges.append((ordered[i], ordered[j]))
+        i = j + 1
+    return tuple(ranges)
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    """A regex character class of code point ranges."""
+    parts = [
+        re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in ranges
+    ]
+    return "[" + "".join(parts) + "]"
+
+
+@lru_cache(maxsize=1)
+def _invisible() -> re.Pattern[str]:
+    """``invisible_ranges`` as a pattern. A regex scan beats str.translate here: most documents contain
+    none of these."""
+    ranges = INVISIBLE_RANGES.get(unicodedata.unidata_version) or invisible_ranges()
+    return re.compile(_char_class(ranges))
 
 
 _VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
