@@ -80,8 +80,19 @@ class DedupResult:
     stats: dict[str, Any] = field(default_factory=dict)  # summary.json's statistics, its documented keys
     ctx: RunContext = field(default_factory=RunContext, repr=False)
     totals: RunTotals | None = None
-    # the report's data from what the driver holds (runs assembled there), given the statistics
+    # the report's data from what the driver holds (runs linked and assembled there), given the statistics
     report_at_hand: Callable[[dict[str, Any]], ReportData] | None = None
+    clustered: pd.DataFrame | None = None  # the clustered documents, when clustered on the driver
+
+    def report(self, local_max_edges: int) -> ReportData:
+        """The report's data: from what the driver holds, else collected when the pairs and clustered
+        documents are at most ``local_max_edges`` rows (``_report_rows``), else aggregated by Spark."""
+        if self.report_at_hand is not None:
+            return self.report_at_hand(self.stats)
+        on_driver = _report_rows(self.stats) <= local_max_edges
+        return collect_report(
+            self.stats, self.documents, self.pairs, self.texts, on_driver=on_driver, members=self.clustered
+        )
 
     @property
     def timings(self) -> dict[str, float]:
@@ -197,6 +208,7 @@ def dedup(
         ctx,
         out.totals,
         out.report,
+        out.members,
     )
 
 
@@ -355,6 +367,7 @@ class _Assembled:
     duplicate_ids: DataFrame  # id: the documents that are duplicates
     totals: RunTotals
     report: Callable[[dict[str, Any]], ReportData] | None = None  # the report's data, drawn on the driver
+    members: pd.DataFrame | None = None  # the clustered documents, when clustered on the driver
 
 
 def _assemble(
@@ -423,7 +436,7 @@ def _assemble_on_driver(
         report = partial(
             local_report, members=members, pairs=linked.local.pairs, texts=at_hand.texts, id_kind=id_kind
         )
-    return _Assembled(ctx.persist(documents), linked.pairs, clusters, duplicate_ids, totals, report)
+    return _Assembled(ctx.persist(documents), linked.pairs, clusters, duplicate_ids, totals, report, members)
 
 
 def _lengths(fps: DataFrame, nodes: np.ndarray, at_hand: AtHand | None, id_type: str) -> dict[object, int]:
@@ -644,16 +657,7 @@ def _compute_and_publish(
         report = None
         if cfg.output.write_report:
             with result.ctx.stage("report"):
-                if result.report_at_hand is not None:
-                    report = result.report_at_hand(result.stats)
-                else:
-                    report = collect_report(
-                        result.stats,
-                        result.documents,
-                        result.pairs,
-                        result.texts,
-                        on_driver=_report_rows(result.stats) <= cfg.cluster.local_max_edges,
-                    )
+                report = result.report(cfg.cluster.local_max_edges)
         if index is not None:
             with result.ctx.stage("index_write"):
                 _commit(index, result)

@@ -2,6 +2,7 @@
 ``core.spark_hash``) against its Spark twins (``transforms.clusters``, ``report.collect``, Spark's
 ``xxhash64``): the same clusters, clusters/ rows, totals and report data."""
 
+import dataclasses
 import itertools
 import json
 import random
@@ -156,8 +157,9 @@ def test_spark_hash_is_sparks_xxhash64(spark):
     )
 
 
-def _outputs(spark, raw, policy, local_max_edges):
-    """A run linked by Spark (documents, clusters, deduplicated, stats, documents/' plan)."""
+def _outputs(spark, raw, policy, local_max_edges, monkeypatch):
+    """A run linked by Spark (documents, clusters, deduplicated, stats, documents/' plan, the report's
+    data and how many frames it collected with toPandas)."""
     overrides = [
         "cluster.local_max_documents=0",
         f"cluster.local_max_edges={local_max_edges}",
@@ -176,20 +178,32 @@ def _outputs(spark, raw, policy, local_max_edges):
         "method": res.stats["components_method"],
         "plan": res.documents._jdf.queryExecution().executedPlan().toString(),
     }
+    collected = []
+    frame_class = type(res.pairs)  # classic or Connect
+    to_pandas = frame_class.toPandas
+    monkeypatch.setattr(frame_class, "toPandas", lambda df: collected.append(1) or to_pandas(df))
+    out["report"] = dataclasses.replace(res.report(local_max_edges), summary={})
+    out["report_collects"] = len(collected)
+    monkeypatch.undo()
     res.unpersist()
     return out
 
 
 @pytest.mark.parametrize("policy", ["min_id", "longest_text"])
-def test_a_spark_run_whose_components_were_labelled_on_the_driver_is_assembled_there(spark, policy):
+def test_a_spark_run_whose_components_were_labelled_on_the_driver_is_assembled_there(
+    spark, policy, monkeypatch
+):
     """The clusters stage labels a graph of at most ``cluster.local_max_edges`` edges on the driver: the
     documents are then clustered there too (no window over the components, no totals job), with the outputs
     and statistics of the Spark assembly that a larger graph takes."""
     raw = spark.createDataFrame(generate(40, seed=11, dup_share=0.7).to_pandas())
-    labelled = _outputs(spark, raw, policy, 10**6)
-    distributed = _outputs(spark, raw, policy, 0)
+    labelled = _outputs(spark, raw, policy, 10**6, monkeypatch)
+    distributed = _outputs(spark, raw, policy, 0, monkeypatch)
     assert (labelled["method"], distributed["method"]) == ("local", "distributed")
     for key in ("documents", "clusters", "deduplicated", "stats"):
         assert labelled[key] == distributed[key], key
     assert labelled["stats"]["duplicates"] > 5
     assert "Window" in distributed["plan"] and "Window" not in labelled["plan"]
+    # the report's data: summarized from the clusters at hand (only the pairs collected) = aggregated
+    assert labelled["report"] == distributed["report"]
+    assert (labelled["report_collects"], distributed["report_collects"]) == (1, 0)

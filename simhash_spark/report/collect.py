@@ -25,17 +25,20 @@ def collect_report(
     texts: DataFrame,
     *,
     on_driver: bool = False,
+    members: pd.DataFrame | None = None,
 ) -> ReportData:
     """In: the run's ``documents`` and ``pairs`` and the input ``texts`` (``id``, ``text``). With
     ``on_driver`` (the caller knows the clustered documents and the pairs are few), both are collected
     once and summarized by ``collect_local.local_report``: the same data from two collects and a fetch of
-    the examples' texts, instead of a plan of joins, windows and aggregations per part.
+    the examples' texts, instead of a plan of joins, windows and aggregations per part. ``members``: the
+    clustered documents (``core.assemble_local.cluster_members``) when the caller holds them already, on
+    the driver: not collected again.
 
     Examples: the 10 largest clusters and 10 more in a hash order of their ids (deterministic, varied),
     each with its first members by id and the accepted pair each is in."""
     id_kind = KINDS.get(documents.schema[C.ID].dataType.simpleString())
     if on_driver and id_kind is not None:
-        return _on_driver(summary, documents, pairs, texts, id_kind)
+        return _on_driver(summary, documents, pairs, texts, id_kind, members)
     multi = documents.where(F.col(C.CLUSTER_SIZE) > 1)
     sizes, chosen = _sizes_and_chosen(multi)
     dists = {int(r[C.DISTANCE]): int(r["count"]) for r in pairs.groupBy(C.DISTANCE).count().collect()}
@@ -53,13 +56,19 @@ def collect_report(
 
 
 def _on_driver(
-    summary: dict[str, Any], documents: DataFrame, pairs: DataFrame, texts: DataFrame, id_kind: str
+    summary: dict[str, Any],
+    documents: DataFrame,
+    pairs: DataFrame,
+    texts: DataFrame,
+    id_kind: str,
+    members: pd.DataFrame | None,
 ) -> ReportData:
-    members = (
-        documents.where(F.col(C.CLUSTER_SIZE) > 1)
-        .select(C.ID, C.CLUSTER_ID, F.col(C.CLUSTER_SIZE).cast("long").alias(C.CLUSTER_SIZE))
-        .toPandas()
-    )
+    if members is None:
+        members = (
+            documents.where(F.col(C.CLUSTER_SIZE) > 1)
+            .select(C.ID, C.CLUSTER_ID, F.col(C.CLUSTER_SIZE).cast("long").alias(C.CLUSTER_SIZE))
+            .toPandas()
+        )
     rows: pd.DataFrame = pairs.select(C.ID_A, C.ID_B, C.DISTANCE, C.SIMILARITY, C.REASON).toPandas()
     as_python = rows.astype(object)  # Python ints and floats; then None, not NaN, for a missing similarity
     pair_rows = list(as_python.where(as_python.notna(), None).itertuples(index=False, name=None))
