@@ -1,0 +1,37 @@
+"""The exact prefix filter for the text check (pure Python; work in progress, not wired in yet).
+
+If J(x, y) >= t for two n-gram sets then |x ∩ y| >= t·max(|x|, |y|) >= ⌈t·|x|⌉. Order all n-grams by
+their 64-bit hash (a global order): two sets sharing o elements have intersecting prefixes once each
+prefix holds |set| - o + 1 elements, and ``prefix_length`` is never shorter than that. So a pair whose
+prefixes do not intersect cannot pass the check: it is rejected without its texts. The prefixes keep the
+top 32 bits of the hashes: an element both hold stays equal, and a collision of two different
+elements can only keep a pair for the check, never reject one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def prefix_length(n_distinct: int, min_similarity: float) -> int:
+    """Elements of a prefix of a set of ``n_distinct`` elements for the threshold ``min_similarity``."""
+    if n_distinct == 0:
+        return 0
+    # the product is rounded first so that t·|x| meant as an integer (0.8 · 10) is not ceiled to 9
+    return n_distinct - math.ceil(round(min_similarity * n_distinct, 9)) + 1
+
+
+def ngram_prefix(distinct_hashes: np.ndarray, min_similarity: float) -> np.ndarray:
+    """The prefix of a document's distinct n-gram hashes (uint64, ``shingles.char_ngram_hashes``):
+    the top 32 bits of its ``prefix_length`` smallest, sorted (uint32)."""
+    p = prefix_length(len(distinct_hashes), min_similarity)
+    smallest = np.sort(distinct_hashes)[:p] if p < len(distinct_hashes) else np.sort(distinct_hashes)
+    return np.unique((smallest >> np.uint64(32)).astype(np.uint32))
+
+
+def may_pass(prefix_a: np.ndarray, prefix_b: np.ndarray) -> bool:
+    """False only for a pair that cannot reach the threshold its prefixes were taken for."""
+    if not len(prefix_a) and not len(prefix_b):
+        return True  # two empty sets: Jaccard 1
+    return bool(np.intersect1d(prefix_a, prefix_b, assume_unique=True).size)
