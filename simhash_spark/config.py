@@ -371,6 +371,12 @@ def _check_cross_fields(cfg: Config) -> None:
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
+    if cfg.verify.prefix_filter:
+        from simhash_spark.core.prefix_filter import prefix_filter_problem
+
+        problem = prefix_filter_problem(cfg.model, cfg.verify)
+        if problem is not None:
+            raise ConfigError(f"verify.prefix_filter: {problem}")
 
 
 def from_mapping(data: Mapping[str, Any]) -> Config:

@@ -135,6 +135,7 @@ def link(
     titles: DataFrame | None = None,
     n_docs: int | None = None,
     at_hand: AtHand | None = None,
+    prefixes: DataFrame | None = None,
 ) -> Linked:
     """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
     which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
@@ -147,14 +148,32 @@ def link(
 
     ``n_docs``: the number of rows of ``keyed`` when known; at most ``local_max_documents`` of them are
     linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which takes the
-    fingerprints and texts from ``at_hand`` when the caller holds them."""
+    fingerprints and texts from ``at_hand`` when the caller holds them. ``prefixes`` (``id``,
+    ``check_prefix``): the prefixes the fingerprint pass emitted for the text check
+    (``transforms.verify.accept_pairs``)."""
     if _on_driver(keyed, params, n_docs):
         if at_hand is not None:
             held = partial(_documents, at_hand.keyed, at_hand.titles, params.rule)
             return _link_on_driver(keyed, params, ctx, documents=held, fetch=at_hand.texts)
         collected = partial(_collect_documents, keyed, titles, params.rule)
         return _link_on_driver(keyed, params, ctx, documents=collected, fetch=_texts_of(texts))
-    found = _find(keyed, params, ctx, texts=texts, titles=titles if params.title_rule == "and" else None)
+    linked = _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, prefixes=prefixes)
+    if prefixes is not None and params.rule.verify.enabled:
+        linked.stats["verify"]["prefix_filter"] = True  # the check read only pairs whose prefixes meet
+    return linked
+
+
+def _link_in_spark(
+    keyed: DataFrame,
+    params: LinkParams,
+    ctx: RunContext,
+    *,
+    texts: DataFrame | None,
+    titles: DataFrame | None,
+    prefixes: DataFrame | None,
+) -> Linked:
+    and_titles = titles if params.title_rule == "and" else None
+    found = _find(keyed, params, ctx, texts=texts, titles=and_titles, prefixes=prefixes)
     if params.title_rule == "or":
         assert titles is not None
         with ctx.stage("titles"):
@@ -358,12 +377,19 @@ def _accepted(
     lengths: DataFrame,
     texts: DataFrame | None,
     titles: DataFrame | None,
+    prefixes: DataFrame | None,
     few_candidates: bool,
 ) -> tuple[DataFrame, int]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), and the
     number of forest edges. ``few_candidates``: few enough for the driver to broadcast their ids."""
     rep_pairs = accept_pairs(
-        candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few_candidates
+        candidates,
+        rule=rule,
+        lengths=lengths,
+        texts=texts,
+        titles=titles,
+        prefixes=prefixes,
+        few=few_candidates,
     )
     forest_edges = 0
     if design.n_hot and design.hot is not None:
@@ -385,6 +411,7 @@ def _find(
     *,
     texts: DataFrame | None,
     titles: DataFrame | None,
+    prefixes: DataFrame | None = None,
 ) -> _Found:
     """Duplicate pairs among ``keyed`` (one fingerprint per document), with the statistics of each step."""
     rule, k, limit = params.rule, params.rule.largest_k, params.pairs_max_group
@@ -412,6 +439,7 @@ def _find(
             lengths=lengths,
             texts=texts,
             titles=titles,
+            prefixes=prefixes,
             few_candidates=within_k <= params.local_max_edges,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}

@@ -21,6 +21,7 @@ from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
 from simhash_spark.core.assemble_local import LOCAL_POLICIES, cluster_members, cluster_rows, cluster_totals
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
+from simhash_spark.core.prefix_filter import prefix_threshold
 from simhash_spark.core.spark_hash import KINDS
 from simhash_spark.index.session import IndexSession, Lookup, run_record
 from simhash_spark.index.snapshots import entries_of_batch
@@ -178,6 +179,11 @@ def dedup(
     if index is not None:
         looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
     keyed, texts, titles = _link_inputs(fps, docs, cfg, looked)
+    prefixes = fp_pass.prefixes
+    if prefixes is not None and looked is not None:
+        # an id the index holds already is linked with the index's text, not with this batch's
+        batch_ids = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID)
+        prefixes = prefixes.join(batch_ids, on=C.ID, how="left_semi")
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
     linked = link(
@@ -188,6 +194,7 @@ def dedup(
         titles=titles,
         n_docs=fingerprinted,
         at_hand=fp_pass.at_hand if looked is None else None,
+        prefixes=prefixes,
     )
     with ctx.stage("assemble"):
         out = _assemble(fps, linked, looked, fp_pass.at_hand, cfg, ctx, status_counts)
@@ -219,6 +226,7 @@ class _Fingerprinted:
     status_counts: dict[str, int]  # rows per status
     on: str  # where the fingerprints were computed: "driver" or "executors"
     at_hand: AtHand | None = None  # fingerprints and texts, when computed on the driver
+    prefixes: DataFrame | None = None  # id, check_prefix: the text check's prefixes, where emitted
 
 
 def _fingerprint(
@@ -245,7 +253,8 @@ def _fingerprint(
         spread = _spread(spark, docs, cfg)
         docs_hashed = spread.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
         extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
-        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra)
+        threshold = prefix_threshold(cfg.model, cfg.verify)
+        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra, prefix_threshold=threshold)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = ctx.persist(fps)
@@ -253,8 +262,13 @@ def _fingerprint(
         totals = fps.agg(*id_totals(F.col(C.ID)), *_status_sums()).first()
         assert totals is not None
         validate_ids(totals, raw, cfg, source=source)
+    counts = {s: int(totals[s]) for s in STATUSES}
     # the texts are read later as the input holds them: spread again, they would be shuffled for nothing
-    return _Fingerprinted(docs, fps, {s: int(totals[s]) for s in STATUSES}, "executors")
+    if threshold is None:
+        return _Fingerprinted(docs, fps, counts, "executors")
+    # both views read the one persisted pass; the prefixes leave it only for the text check
+    prefixes = fps.where(F.col(C.PREFIX).isNotNull()).select(C.ID, C.PREFIX)
+    return _Fingerprinted(docs, fps.drop(C.PREFIX), counts, "executors", prefixes=prefixes)
 
 
 def _fingerprint_on_driver(

@@ -1,13 +1,26 @@
 """The prefix filter never rejects a pair the check passes, and rejects unrelated documents."""
 
 import random
+from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_spark.core.prefix_filter import may_pass, ngram_prefix, prefix_length
-from simhash_spark.core.shingles import char_ngram_hashes, hashed_jaccard
+from simhash_spark import columns as C
+from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions
+from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.prefix_filter import (
+    from_bytes,
+    may_pass,
+    ngram_prefix,
+    prefix_length,
+    prefix_threshold,
+    to_bytes,
+)
+from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, hashed_jaccard
+from simhash_spark.core.verify import VerifyOptions
 
 ALPHABET = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你能"
 
@@ -45,3 +58,136 @@ def test_prefix_length():
     assert [prefix_length(n, 0.8) for n in (0, 1, 5, 10, 11)] == [0, 1, 2, 3, 3]
     assert prefix_length(10, 1.0) == 1
     assert len(ngram_prefix(np.arange(1, 11, dtype=np.uint64) << np.uint64(32), 0.8)) == 3
+
+
+def _corpus(seed: int = 7) -> list[str | None]:
+    """Documents of ~300 characters: a base, an edited copy (passes 0.8), a related text sharing half of
+    it, unrelated texts, a short text, an exact copy and a null."""
+    rng = random.Random(seed)
+    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+
+    def words(k: int) -> str:
+        return "".join(rng.choice(chars) for _ in range(k))
+
+    base = words(300)
+    edited, related = base[:150] + words(5) + base[155:], base[:150] + words(150)
+    return [base, edited, related, words(300), words(300), "短文本", base, None]
+
+
+def test_prefixes_are_emitted_only_when_asked_for_and_the_features_are_the_checks_ngrams():
+    model, on = ModelOptions(), VerifyOptions(prefix_filter=True)
+    assert prefix_threshold(model, replace(on, min_similarity=0.7)) == 0.7
+    assert prefix_threshold(model, VerifyOptions()) is None  # off by default
+    assert prefix_threshold(model, replace(on, measure="edit")) is None
+    assert prefix_threshold(model, replace(on, ngram_size=3)) is None
+    other_hash = replace(model, fingerprint=replace(model.fingerprint, hash="xxhash64"))
+    assert prefix_threshold(other_hash, on) is None
+    words = replace(model, features=replace(model.features, mode="word"))
+    assert prefix_threshold(words, on) is None
+
+
+def test_a_prefix_filter_the_features_cannot_serve_is_a_config_error_naming_the_key():
+    from simhash_spark.config import load_config
+    from simhash_spark.errors import ConfigError
+
+    assert load_config(overrides=["verify.prefix_filter=true"]).verify.prefix_filter
+    with pytest.raises(ConfigError, match=r"verify\.prefix_filter: needs features\.ngram_size"):
+        load_config(overrides=["verify.prefix_filter=true", "verify.ngram_size=4"])
+
+
+def test_the_fingerprinter_emits_each_documents_prefix_and_the_same_fingerprints():
+    docs = _corpus()
+    model = replace(ModelOptions(), short_texts=ShortTextOptions(below_letters=10, ngram_size=2))
+    plain = Fingerprinter(model).batch(docs)
+    fp = Fingerprinter(model, 0.8)
+    first, again = fp.batch(docs), fp.batch(docs)  # the second batch is answered from the memo
+    assert plain.prefix is None
+    for res in (first, again):
+        assert res.fingerprint.tolist() == plain.fingerprint.tolist() and res.status == plain.status
+        assert res.prefix is not None
+        for text, prefix in zip(docs, res.prefix, strict=True):
+            if text is None or text == "短文本":  # null; a short text is checked on the short n
+                assert prefix is None
+                continue
+            hashes = char_ngram_hashes(normalize(text, model.normalize).text, 5)[0]
+            assert prefix is not None and prefix.tolist() == ngram_prefix(hashes, 0.8).tolist()
+    assert first.prefix is not None
+    assert may_pass(first.prefix[0], first.prefix[1]) and not may_pass(first.prefix[0], first.prefix[3])
+
+
+def test_the_check_reads_only_the_pairs_whose_prefixes_meet(monkeypatch):
+    import simhash_spark.core.verify as verify
+
+    docs = [d for d in _corpus(5) if d is not None]
+    stored = [
+        None if p is None else to_bytes(p)
+        for p in Fingerprinter(ModelOptions(), 0.8).batch(docs).prefix or []
+    ]
+    pairs = [(a, b) for a in range(len(docs)) for b in range(a + 1, len(docs))]
+    texts_a, texts_b = [docs[a] for a, _ in pairs], [docs[b] for _, b in pairs]
+    opts, norm = VerifyOptions(), NormalizeOptions()
+    unfiltered = verify.similarities(texts_a, texts_b, opts, norm)
+    read = []
+    original = verify.similarity
+    monkeypatch.setattr(
+        verify, "similarity", lambda a, b, *rest: read.append((a, b)) or original(a, b, *rest)
+    )
+    prefixes = ([stored[a] for a, _ in pairs], [stored[b] for _, b in pairs])
+    filtered = verify.similarities(texts_a, texts_b, opts, norm, prefixes=prefixes)
+    passing = unfiltered >= 0.8
+    assert passing.any() and (filtered[passing] == unfiltered[passing]).all()
+    assert (filtered[~passing] < 0.8).all()
+    assert len(pairs) > len(read) >= passing.sum()  # pairs whose prefixes do not meet are not read
+    assert (
+        from_bytes(stored[0]).tolist()
+        == Fingerprinter(ModelOptions(), 0.8).batch(docs[:1]).prefix[0].tolist()
+    )
+
+
+def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
+    from simhash_spark.core.rules import PairRule
+    from simhash_spark.core.verify import ThresholdPolicy
+    from simhash_spark.transforms.fingerprint import add_fingerprints
+    from simhash_spark.transforms.verify import accept_pairs
+
+    docs = _corpus(11)
+    frame = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
+    fps = add_fingerprints(frame, model=ModelOptions(), prefix_threshold=0.8).collect()
+    core = Fingerprinter(ModelOptions(), 0.8).batch(docs).prefix
+    assert core is not None  # the UDF hands the core's prefixes to Spark unchanged
+    assert [r["check_prefix"] for r in fps] == [None if p is None else to_bytes(p) for p in core]
+    prefixes = spark.createDataFrame(
+        [(r["id"], r["check_prefix"]) for r in fps], "id long, check_prefix binary"
+    )
+    n = len(docs)
+    cands = spark.createDataFrame(
+        [(a, b, 6) for a in range(n) for b in range(a + 1, n)], "id_a long, id_b long, distance int"
+    )
+    rule = PairRule(ThresholdPolicy(12), VerifyOptions(), NormalizeOptions())
+    lengths = spark.createDataFrame([(i, 300) for i in range(n)], "id long, n_chars int")
+    for few in (False, True):
+        args = {"rule": rule, "lengths": lengths, "texts": frame, "few": few}
+        filtered = accept_pairs(cands, prefixes=prefixes, **args).collect()
+        assert sorted(filtered) == sorted(accept_pairs(cands, **args).collect())
+        assert {(r["id_a"], r["id_b"]) for r in filtered} == {(0, 1), (0, 6), (1, 6)}
+
+
+def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(spark, tmp_path):
+    from simhash_spark.config import load_config
+    from simhash_spark.demo.corpus import generate
+    from simhash_spark.pipeline import dedup
+
+    raw = spark.createDataFrame(generate(300, seed=3).to_pandas())
+    outputs = []
+    for on in ("false", "true"):
+        cfg = load_config(overrides=["cluster.local_max_documents=0", f"verify.prefix_filter={on}"])
+        res = dedup(spark, raw, cfg)
+        outputs.append(
+            (sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats)
+        )
+        assert C.PREFIX not in res.documents.columns
+        res.unpersist()
+    (pairs_off, docs_off, stats_off), (pairs_on, docs_on, stats_on) = outputs
+    assert pairs_on == pairs_off and docs_on == docs_off and stats_off["verify"]["passed"] > 0
+    assert stats_on["verify"].pop("prefix_filter") is True and "prefix_filter" not in stats_off["verify"]
+    assert stats_on["verify"] == stats_off["verify"]

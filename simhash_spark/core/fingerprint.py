@@ -12,6 +12,7 @@ import xxhash
 from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.prefix_filter import ngram_prefix
 from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, char_shingles, letters
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
@@ -57,6 +58,9 @@ class FingerprintBatch:
     status: list[str]
     n_chars: np.ndarray  # int64 letters (shingles.letters) after normalization (0 for null text)
     n_features: np.ndarray  # int64
+    # with a prefix threshold: each row's check prefix (uint32; None for a short text or a row without
+    # features), else None
+    prefix: list[np.ndarray | None] | None = None
 
 
 class Fingerprinter:
@@ -65,17 +69,22 @@ class Fingerprinter:
     Exact duplicates (identical text after normalization) are segmented once per process: a bounded
     memo maps the normalized text's 128-bit hash to its fingerprint, so boilerplate repeated across a
     corpus costs one jieba pass per worker instead of one per copy. Results are the same either way.
+
+    ``prefix_threshold`` (``prefix_filter.prefix_threshold``: the features are the check's n-grams): each
+    row also gets the prefix of its feature hashes the text check filters with.
     """
 
-    def __init__(self, model: ModelOptions) -> None:
+    def __init__(self, model: ModelOptions, prefix_threshold: float | None = None) -> None:
         self.model = model
+        self.prefix_threshold = prefix_threshold
         self.extractor = FeatureExtractor(model.features, model.tokenizer)
-        self._memo: OrderedDict[bytes, tuple[int, int]] = OrderedDict()  # key -> (fingerprint, n_features)
+        # key -> (fingerprint, n_features, prefix)
+        self._memo: OrderedDict[bytes, tuple[int, int, np.ndarray | None]] = OrderedDict()
         feats = model.features
         # char n-grams hashed with mix64: every n-gram of a document in a few numpy operations
         self._vectorized = feats.mode == "char_ngram" and model.fingerprint.hash == "mix64"
 
-    def _remember(self, key: bytes, value: tuple[int, int]) -> None:
+    def _remember(self, key: bytes, value: tuple[int, int, np.ndarray | None]) -> None:
         self._memo[key] = value
         if len(self._memo) > self.model.fingerprint.memo_size:
             self._memo.popitem(last=False)
@@ -84,7 +93,7 @@ class Fingerprinter:
         """(uint64 feature hashes, float64 weights) of one normalized text (``n_letters``: its
         ``letters``, when the caller has counted them)."""
         short = self.model.short_texts
-        if short.below_letters and short.is_short(letters(text) if n_letters is None else n_letters):
+        if self._is_short(letters(text) if n_letters is None else n_letters):
             if self.model.fingerprint.hash == "mix64":
                 return char_ngram_hashes(text, short.ngram_size)
             grams = sorted(char_shingles(text, short.ngram_size))
@@ -97,6 +106,10 @@ class Fingerprinter:
             hash_many([f for f, _ in feats], self.model.fingerprint.hash),
             np.array([w for _, w in feats], dtype=np.float64),
         )
+
+    def _is_short(self, n_letters: int) -> bool:
+        short = self.model.short_texts
+        return bool(short.below_letters) and short.is_short(n_letters)
 
     def batch(self, texts: Sequence[str | None]) -> FingerprintBatch:
         state = _BatchState(len(texts))
@@ -123,7 +136,7 @@ class Fingerprinter:
             hit = self._memo.get(key)
             if hit is not None:
                 self._memo.move_to_end(key)
-                st.out[i], n_feats = hit
+                st.out[i], n_feats, st.prefixes[i] = hit
                 st.statuses[i] = NO_FEATURES if not n_feats else (TRUNCATED if norm.truncated else OK)
                 st.counts[i] = n_feats
                 return
@@ -133,6 +146,9 @@ class Fingerprinter:
             st.pending[key] = i
             st.fresh.append((i, key))
         h, w = self.hashed_features(norm.text, int(st.n_chars[i]))
+        if self.prefix_threshold is not None and len(h) and not self._is_short(int(st.n_chars[i])):
+            # the check compares two texts of this length on the same n-grams: their prefixes decide
+            st.prefixes[i] = ngram_prefix(h, self.prefix_threshold)
         st.hash_parts.append(h)
         st.weight_parts.append(w)
         st.counts[i] = len(h)
@@ -156,9 +172,9 @@ class Fingerprinter:
         fresh_rows = vote_counts > 0
         st.out[fresh_rows] = fps[fresh_rows]
         for i, key in st.fresh:
-            self._remember(key, (int(st.out[i]), int(st.counts[i])))
+            self._remember(key, (int(st.out[i]), int(st.counts[i]), st.prefixes[i]))
         for i, src, truncated in st.copies:
-            st.out[i], st.counts[i] = st.out[src], st.counts[src]
+            st.out[i], st.counts[i], st.prefixes[i] = st.out[src], st.counts[src], st.prefixes[src]
             st.statuses[i] = NO_FEATURES if not st.counts[i] else (TRUNCATED if truncated else OK)
         return FingerprintBatch(
             fingerprint=to_signed(st.out),
@@ -166,6 +182,7 @@ class Fingerprinter:
             status=st.statuses,
             n_chars=st.n_chars,
             n_features=st.counts,
+            prefix=st.prefixes if self.prefix_threshold is not None else None,
         )
 
 
@@ -177,6 +194,7 @@ class _BatchState:
         self.n_chars = np.zeros(n, dtype=np.int64)
         self.counts = np.zeros(n, dtype=np.int64)
         self.out = np.zeros(n, dtype=np.uint64)
+        self.prefixes: list[np.ndarray | None] = [None] * n
         self.hash_parts: list[np.ndarray] = []  # per computed row: its feature hashes and weights
         self.weight_parts: list[np.ndarray] = []
         self.fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards

@@ -1,17 +1,50 @@
-"""The exact prefix filter for the text check (pure Python; work in progress, not wired in yet).
+"""The exact prefix filter for the text check (pure Python).
 
 If J(x, y) >= t for two n-gram sets then |x ∩ y| >= t·max(|x|, |y|) >= ⌈t·|x|⌉. Order all n-grams by
 their 64-bit hash (a global order): two sets sharing o elements have intersecting prefixes once each
 prefix holds |set| - o + 1 elements, and ``prefix_length`` is never shorter than that. So a pair whose
 prefixes do not intersect cannot pass the check: it is rejected without its texts. The prefixes keep the
 top 32 bits of the hashes: an element both hold stays equal, and a collision of two different
-elements can only keep a pair for the check, never reject one."""
+elements can only keep a pair for the check, never reject one.
+
+With the default features (character n-grams hashed with mix64, on the n the check uses) a document's
+fingerprint features *are* the check's n-gram hashes, so the fingerprint pass emits the prefix at almost
+no cost (``prefix_threshold`` says when), and the check normalizes and compares the texts of a pair only
+when its prefixes meet.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from simhash_spark.core.fingerprint import ModelOptions
+    from simhash_spark.core.verify import VerifyOptions
+
+
+def prefix_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | None:
+    """Why the fingerprint's features are not the check's n-grams (another measure, feature mode, hash or
+    n), or ``None`` when they are. The check must normalize as ``model`` does (one ``normalize`` section
+    serves both)."""
+    feats = model.features
+    if verify.measure != "char_jaccard":
+        return f'needs verify.measure = "char_jaccard", not {verify.measure!r}'
+    if feats.mode != "char_ngram" or model.fingerprint.hash != "mix64":
+        return 'needs the fingerprint features of features.mode = "char_ngram" and fingerprint.hash = "mix64"'
+    if feats.ngram_size != verify.ngram_size:
+        return f"needs features.ngram_size = verify.ngram_size ({feats.ngram_size} != {verify.ngram_size})"
+    return None
+
+
+def prefix_threshold(model: ModelOptions, verify: VerifyOptions) -> float | None:
+    """The Jaccard threshold whose prefixes the fingerprint pass emits for the check, or ``None`` when
+    ``verify.prefix_filter`` is off or the features are not the check's n-grams."""
+    if not verify.prefix_filter or prefix_filter_problem(model, verify) is not None:
+        return None
+    return verify.min_similarity
 
 
 def prefix_length(n_distinct: int, min_similarity: float) -> int:
@@ -24,10 +57,22 @@ def prefix_length(n_distinct: int, min_similarity: float) -> int:
 
 def ngram_prefix(distinct_hashes: np.ndarray, min_similarity: float) -> np.ndarray:
     """The prefix of a document's distinct n-gram hashes (uint64, ``shingles.char_ngram_hashes``):
-    the top 32 bits of its ``prefix_length`` smallest, sorted (uint32)."""
+    the top 32 bits of its ``prefix_length`` smallest, distinct and sorted (uint32)."""
     p = prefix_length(len(distinct_hashes), min_similarity)
-    smallest = np.sort(distinct_hashes)[:p] if p < len(distinct_hashes) else np.sort(distinct_hashes)
-    return np.unique((smallest >> np.uint64(32)).astype(np.uint32))
+    top = (np.sort(distinct_hashes)[:p] >> np.uint64(32)).astype(np.uint32)
+    if len(top) < 2:
+        return top
+    # sorted already: the neighbour test is np.unique without its sort
+    return top[np.concatenate(([True], top[1:] != top[:-1]))]
+
+
+def to_bytes(prefix: np.ndarray) -> bytes:
+    """A prefix as Spark stores it: its uint32 values, little-endian."""
+    return prefix.astype("<u4").tobytes()
+
+
+def from_bytes(stored: bytes) -> np.ndarray:
+    return np.frombuffer(stored, dtype="<u4")
 
 
 def may_pass(prefix_a: np.ndarray, prefix_b: np.ndarray) -> bool:

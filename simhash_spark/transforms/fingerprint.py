@@ -23,6 +23,7 @@ from simhash_spark.core.fingerprint import (
     Fingerprinter,
     ModelOptions,
 )
+from simhash_spark.core.prefix_filter import to_bytes
 from simhash_spark.faults import maybe_fail
 from simhash_spark.transforms.driver_frames import driver_frame
 
@@ -58,10 +59,13 @@ def _localized(model: ModelOptions) -> ModelOptions:
     )
 
 
-def _fingerprint_udf(model: ModelOptions) -> Any:
-    @pandas_udf(_RESULT_SCHEMA)  # type: ignore[call-overload]
+def _fingerprint_udf(model: ModelOptions, prefix_threshold: float | None = None) -> Any:
+    schema = _RESULT_SCHEMA + (f", {C.PREFIX} binary" if prefix_threshold is not None else "")
+
+    @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-        fp = Fingerprinter(_localized(model))  # per task; the heavy state inside is cached per worker process
+        # per task; the heavy state inside is cached per worker process
+        fp = Fingerprinter(_localized(model), prefix_threshold)
         maybe_fail("fingerprint")
         for texts in batches:
             yield _result_frame(fp.batch(texts.where(texts.notna(), None).tolist()))
@@ -70,14 +74,18 @@ def _fingerprint_udf(model: ModelOptions) -> Any:
 
 
 def _result_frame(res: FingerprintBatch) -> pd.DataFrame:
-    """The UDF's result columns (fingerprint nullable)."""
-    return pd.DataFrame(
+    """The UDF's result columns (fingerprint nullable; the check prefixes, as the bytes of their uint32
+    values, when the batch has them)."""
+    out = pd.DataFrame(
         {
             C.FINGERPRINT: pd.arrays.IntegerArray(res.fingerprint, ~res.has_fingerprint),
             C.STATUS: res.status,
             C.N_CHARS: res.n_chars.astype("int32"),
         }
     )
+    if res.prefix is not None:
+        out[C.PREFIX] = pd.Series([None if p is None else to_bytes(p) for p in res.prefix], dtype=object)
+    return out
 
 
 def fingerprint_hex(fingerprint: Column) -> Column:
@@ -120,12 +128,20 @@ def add_title_fingerprints(fps: DataFrame, *, model: ModelOptions) -> DataFrame:
     )
 
 
-def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, ...] = ()) -> DataFrame:
+def add_fingerprints(
+    docs: DataFrame,
+    *,
+    model: ModelOptions,
+    extra: tuple[str, ...] = (),
+    prefix_threshold: float | None = None,
+) -> DataFrame:
     """Fingerprint every document.
 
     In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
     Out: ``id``, ``fingerprint`` (LONG, null unless the status is fingerprinted), ``fingerprint_hex``,
-    ``status``, ``n_chars``, then the ``extra`` columns unchanged. One row per input row.
+    ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``prefix_threshold``
+    (``core.prefix_filter.prefix_threshold``) ``check_prefix`` (binary, ``core.prefix_filter.to_bytes``;
+    null for a short text or a row without features). One row per input row.
     Invalid UTF-8 (which Arrow cannot hand to Python) is repaired on the JVM side first and the row's
     status says so.
     """
@@ -133,9 +149,10 @@ def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, 
     invalid = _is_invalid_utf8(text)
     res = docs.select(
         "*",
-        _fingerprint_udf(model)(valid_text(text)).alias("_fp"),
+        _fingerprint_udf(model, prefix_threshold)(valid_text(text)).alias("_fp"),
         invalid.alias("_invalid"),
     )
+    prefix = [F.col(f"_fp.{C.PREFIX}").alias(C.PREFIX)] if prefix_threshold is not None else []
     status = F.col(f"_fp.{C.STATUS}")
     return res.select(
         F.col(C.ID),
@@ -146,6 +163,7 @@ def add_fingerprints(docs: DataFrame, *, model: ModelOptions, extra: tuple[str, 
         .alias(C.STATUS),
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
         *[F.col(c) for c in extra],
+        *prefix,
     )
 
 

@@ -63,30 +63,42 @@ def reason_column(
     )
 
 
+def _values(column: pd.Series) -> list[Any]:
+    return column.where(column.notna(), None).tolist()
+
+
 def _similarity_udf(rule: PairRule) -> Any:
+    """``core.verify.similarities`` of two text columns; with two more, the pair's stored prefixes
+    (``core.prefix_filter``), tested before the texts are read."""
+
     @pandas_udf("double")  # type: ignore[call-overload]
-    def similarity(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
-        for a, b in batches:
-            a = a.where(a.notna(), None)
-            b = b.where(b.notna(), None)
-            yield pd.Series(similarities(a.tolist(), b.tolist(), rule.verify, rule.norm, rule.short))
+    def similarity(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
+        for a, b, *stored in batches:
+            prefixes = (_values(stored[0]), _values(stored[1])) if stored else None
+            opts = (rule.verify, rule.norm, rule.short)
+            yield pd.Series(similarities(_values(a), _values(b), *opts, prefixes=prefixes))
 
     return similarity
 
 
-def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
-    """``pairs`` with ``column`` of both documents as ``_a<suffix>``, ``_b<suffix>`` (left joins)."""
+def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str, *more: str) -> DataFrame:
+    """``pairs`` with ``column`` of both documents as ``_a<suffix>``, ``_b<suffix>`` (left joins), and each
+    of ``more`` as ``_a<column>``, ``_b<column>`` in the same joins."""
     for end, id_col in (("a", C.ID_A), ("b", C.ID_B)):
-        one = side.select(F.col(C.ID).alias(f"_{end}{suffix}_id"), F.col(column).alias(f"_{end}{suffix}"))
+        one = side.select(
+            F.col(C.ID).alias(f"_{end}{suffix}_id"),
+            F.col(column).alias(f"_{end}{suffix}"),
+            *[F.col(c).alias(f"_{end}{c}") for c in more],
+        )
         pairs = pairs.join(one, on=F.col(id_col) == F.col(f"_{end}{suffix}_id"), how="left")
     return pairs
 
 
-def _texts_of_pairs(pairs: DataFrame, texts: DataFrame) -> DataFrame:
-    """``texts`` of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every other
-    text before the joins shuffle and sort what is left."""
+def _rows_of_pairs(pairs: DataFrame, side: DataFrame) -> DataFrame:
+    """``side``'s rows of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every
+    other row (text, prefix) before the joins shuffle and sort what is left."""
     ids = pairs.select(F.col(C.ID_A).alias(C.ID)).unionByName(pairs.select(F.col(C.ID_B).alias(C.ID)))
-    return texts.join(F.broadcast(ids), on=C.ID, how="left_semi")
+    return side.join(F.broadcast(ids), on=C.ID, how="left_semi")
 
 
 def _hamming(a: Column, b: Column) -> Column:
@@ -124,15 +136,18 @@ def accept_pairs(
     lengths: DataFrame,
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
+    prefixes: DataFrame | None = None,
     few: bool = False,
 ) -> DataFrame:
     """The candidates the rule accepts.
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``), ``texts``
     (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
-    needed with ``rule.title_max_distance``); ``few``: the candidates are few enough for their ids to be
-    broadcast (only the texts the check reads are then shuffled). Out: ``id_a``, ``id_b``, ``distance``,
-    ``similarity`` (null where not checked), ``reason``.
+    needed with ``rule.title_max_distance``), ``prefixes`` (``id``, ``check_prefix``: the prefixes the
+    fingerprint pass emitted for this rule's check, ``core.prefix_filter``: a pair whose prefixes do not
+    meet is rejected without normalizing or comparing its texts); ``few``: the candidates are few enough
+    for their ids to be broadcast (only the texts the check reads are then shuffled). Out: ``id_a``,
+    ``id_b``, ``distance``, ``similarity`` (null where not checked), ``reason``.
     """
     pairs = _within_pair_k(candidates, rule=rule, lengths=lengths, titles=titles)
     distance = F.col(C.DISTANCE)
@@ -158,8 +173,17 @@ def accept_pairs(
         raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
     checked_pairs = pairs.where(needs)
     if few:
-        texts = _texts_of_pairs(checked_pairs, texts)
-    to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
-    with_sim = to_check.withColumn(C.SIMILARITY, _similarity_udf(rule)(F.col("_atext"), F.col("_btext")))
+        texts = _rows_of_pairs(checked_pairs, texts)
+        prefixes = None if prefixes is None else _rows_of_pairs(checked_pairs, prefixes)
+    if prefixes is None:
+        to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
+        similarity = _similarity_udf(rule)(F.col("_atext"), F.col("_btext"))
+    else:
+        # the prefixes ride along with the texts, in the same joins
+        with_prefixes = texts.join(prefixes, on=C.ID, how="left")
+        to_check = _by_pair(checked_pairs, with_prefixes, C.TEXT, "text", C.PREFIX)
+        ends = [F.col(f"_{end}{c}") for c in ("text", C.PREFIX) for end in "ab"]
+        similarity = _similarity_udf(rule)(*ends)
+    with_sim = to_check.withColumn(C.SIMILARITY, similarity)
     checked = accepted(with_sim, F.col(C.SIMILARITY)).where(F.col(C.REASON).isNotNull())
     return direct.unionByName(checked)
