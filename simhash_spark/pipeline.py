@@ -178,12 +178,7 @@ def dedup(
     looked = None
     if index is not None:
         looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
-    keyed, texts, titles = _link_inputs(fps, docs, cfg, looked)
-    prefixes = fp_pass.prefixes
-    if prefixes is not None and looked is not None:
-        # an id the index holds already is linked with the index's text, not with this batch's
-        batch_ids = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID)
-        prefixes = prefixes.join(batch_ids, on=C.ID, how="left_semi")
+    keyed, texts, titles, prefixes = _link_inputs(fps, docs, cfg, looked, fp_pass.prefixes)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
     linked = link(
@@ -338,10 +333,10 @@ def _status_counts(fps: DataFrame) -> dict[str, int]:
 
 
 def _link_inputs(
-    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None
-) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-    """(keyed, texts, titles) of what is linked: the fingerprinted documents, and the index entries the
-    batch touches."""
+    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, prefixes: DataFrame | None
+) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
+    """(keyed, texts, titles, prefixes) of what is linked: the fingerprinted documents, and the index
+    entries the batch touches (which have no prefixes)."""
     keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
     texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
     titles = (
@@ -350,7 +345,10 @@ def _link_inputs(
         else None
     )
     if looked is None:
-        return keyed, texts, titles
+        return keyed, texts, titles, prefixes
+    if prefixes is not None:
+        # an id the index holds already is linked with the index's text, not with this batch's
+        prefixes = prefixes.join(keyed.select(C.ID), on=C.ID, how="left_semi")
     touched = looked.touched
     keyed = keyed.unionByName(
         touched.select(C.ID, C.FINGERPRINT, C.N_CHARS, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
@@ -359,7 +357,7 @@ def _link_inputs(
     if titles is not None:
         titled = touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull())
         titles = titles.unionByName(titled.select(C.ID, C.TITLE_FINGERPRINT))
-    return keyed, texts, titles
+    return keyed, texts, titles, prefixes
 
 
 def _assemble_full(fps: DataFrame, linked: Linked, cfg: Config) -> DataFrame:
