@@ -337,17 +337,20 @@ def _link_inputs(
 ) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
     """(keyed, texts, titles, prefixes) of what is linked: the fingerprinted documents, and the index
     entries the batch touches (which have no prefixes)."""
-    keyed = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
+    fingerprinted = fps.where(is_fingerprinted(F.col(C.STATUS)))
+    keyed = fingerprinted.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
     texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
     titles = (
-        fps.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
+        fingerprinted.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
         if cfg.input.title_column
         else None
     )
     if looked is None:
         return keyed, texts, titles, prefixes
+    # an id the index holds already is linked as the index's entry, with the index's text: the batch's
+    # row for it (already_indexed) must not bring a second text, title or prefix for the same id
+    texts = texts.join(keyed.select(C.ID), on=C.ID, how="left_semi")
     if prefixes is not None:
-        # an id the index holds already is linked with the index's text, not with this batch's
         prefixes = prefixes.join(keyed.select(C.ID), on=C.ID, how="left_semi")
     touched = looked.touched
     keyed = keyed.unionByName(

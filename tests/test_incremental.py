@@ -2,6 +2,7 @@
 commits, model checks, monitoring, the online check, stats and compaction."""
 
 import json
+import random
 import shutil
 import time
 import zlib
@@ -14,6 +15,8 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from simhash_spark.cli import main
+from simhash_spark.core.normalize import NormalizeOptions
+from simhash_spark.core.verify import VerifyOptions, similarity
 from simhash_spark.demo.corpus import generate
 from tests.test_components_spark import union_find
 
@@ -250,6 +253,40 @@ def test_ids_seen_before_are_reported_not_indexed_twice(spark, history, tmp_path
         for i, r in docs.items()
     )
     assert manifest(idx)["snapshots"][-1]["docs_rows"] == 0
+
+
+def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_path):
+    """The index's entry is the id's document: the batch's new text and title for it are neither checked
+    nor paired (with and without the prefix filter)."""
+    rng = random.Random(5)
+    chars = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+
+    def text(n: int = 600) -> str:
+        return "".join(rng.choice(chars) for _ in range(n))
+
+    def edited(t: str, at: int) -> str:
+        return t[:at] + text(8) + t[at + 8 :]
+
+    indexed = text()
+    near = edited(edited(indexed, 400), 200)
+    resent = edited(near, 100)  # nearer to the new document than the indexed text is
+    title = "今日新闻联播要闻"
+    days = [{"id": ["A", "C"], "text": [indexed, text()]}, {"id": ["A", "B"], "text": [resent, near]}]
+    for day, columns in enumerate(days):
+        pq.write_table(pa.table({**columns, "title": [title, title]}), tmp_path / f"day{day}.parquet")
+    settings = [*EXACT[4:], "--set", "input.title_column=title"]
+    assert incremental(tmp_path / "day0.parquet", tmp_path / "out0", tmp_path / "index", DATES[0], settings=settings) == 0
+    expected = similarity(indexed, near, VerifyOptions(), NormalizeOptions())
+    assert similarity(resent, near, VerifyOptions(), NormalizeOptions()) > expected >= 0.8
+    for on in ("false", "true"):
+        idx, out = tmp_path / f"index{on}", tmp_path / f"out{on}"
+        shutil.copytree(tmp_path / "index", idx)
+        extra = ["--set", f"verify.prefix_filter={on}"]
+        assert incremental(tmp_path / "day1.parquet", out, idx, DATES[1], *extra, settings=settings) == 0
+        pairs = pq.read_table(out / "pairs").to_pylist()
+        assert [(p["id_a"], p["id_b"], p["similarity"]) for p in pairs] == [("A", "B", pytest.approx(expected))]
+        docs = {r["id"]: r for r in pq.read_table(out / "documents").to_pylist()}
+        assert docs["A"]["status"] == "already_indexed" and docs["B"]["matched_index_id"] == "A"
 
 
 def test_another_model_is_refused_unless_rebuilt(history, tmp_path, capsys):
