@@ -194,18 +194,13 @@ def dedup(
     with ctx.stage("assemble"):
         out = _assemble(fps, linked, looked, fp_pass.at_hand, cfg, ctx, status_counts)
     stats = _stats(status_counts, linked.stats, out.totals, looked, fingerprinted_on=fp_pass.on)
-    entries = None
-    if index is not None:
-        title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
-        batch_texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *title)
-        entries = entries_of_batch(fps, batch_texts, index.run_date)
     return DedupResult(
         out.documents,
         out.pairs,
         out.clusters,
         drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
-        docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT)),
-        entries,
+        _texts(docs),
+        None if index is None else _index_entries(fps, docs, index.run_date),
         stats,
         ctx,
         out.totals,
@@ -332,6 +327,17 @@ def _status_counts(fps: DataFrame) -> dict[str, int]:
     return {s: int(row[s]) for s in STATUSES}
 
 
+def _texts(docs: DataFrame, *more: Column) -> DataFrame:
+    """``id``, ``text`` (valid UTF-8) and ``more`` of the working frame."""
+    return docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *more)
+
+
+def _index_entries(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
+    """The batch's entries for the index (``entries_of_batch``), titles included when the input has them."""
+    title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
+    return entries_of_batch(fps, _texts(docs, *title), run_date)
+
+
 def _link_inputs(
     fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, prefixes: DataFrame | None
 ) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
@@ -339,7 +345,7 @@ def _link_inputs(
     entries the batch touches (which have no prefixes)."""
     fingerprinted = fps.where(is_fingerprinted(F.col(C.STATUS)))
     keyed = fingerprinted.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
-    texts = docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT))
+    texts = _texts(docs)
     titles = (
         fingerprinted.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
         if cfg.input.title_column
@@ -349,9 +355,10 @@ def _link_inputs(
         return keyed, texts, titles, prefixes
     # an id the index holds already is linked as the index's entry, with the index's text: the batch's
     # row for it (already_indexed) must not bring a second text, title or prefix for the same id
-    texts = texts.join(keyed.select(C.ID), on=C.ID, how="left_semi")
+    batch_ids = keyed.select(C.ID)
+    texts = texts.join(batch_ids, on=C.ID, how="left_semi")
     if prefixes is not None:
-        prefixes = prefixes.join(keyed.select(C.ID), on=C.ID, how="left_semi")
+        prefixes = prefixes.join(batch_ids, on=C.ID, how="left_semi")
     touched = looked.touched
     keyed = keyed.unionByName(
         touched.select(C.ID, C.FINGERPRINT, C.N_CHARS, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))

@@ -24,10 +24,15 @@ from tests.test_components_spark import union_find
 # sampled LSH tables): the default k = 12 for the large consistency test; k = 3 with few tables and
 # partitions elsewhere, which keeps each run short (the logic does not depend on k).
 EXACT_DEFAULT_K = ["--set", "bands.scheme=blocks:14"]
-EXACT = [
-    *["--set", "match.max_distance=3", "--set", "bands.scheme=blocks:5"],
-    *["--set", "index.partitions=16", "--set", "index.doc_buckets=4", "--set", "output.write_report=false"],
+SMALL_INDEX = [
+    "--set",
+    "index.partitions=16",
+    "--set",
+    "index.doc_buckets=4",
+    "--set",
+    "output.write_report=false",
 ]
+EXACT = ["--set", "match.max_distance=3", "--set", "bands.scheme=blocks:5", *SMALL_INDEX]
 DATES = [f"2026-11-0{d}" for d in range(1, 10)]
 
 
@@ -274,8 +279,13 @@ def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_
     days = [{"id": ["A", "C"], "text": [indexed, text()]}, {"id": ["A", "B"], "text": [resent, near]}]
     for day, columns in enumerate(days):
         pq.write_table(pa.table({**columns, "title": [title, title]}), tmp_path / f"day{day}.parquet")
-    settings = [*EXACT[4:], "--set", "input.title_column=title"]
-    assert incremental(tmp_path / "day0.parquet", tmp_path / "out0", tmp_path / "index", DATES[0], settings=settings) == 0
+    settings = [*SMALL_INDEX, "--set", "input.title_column=title"]
+    assert (
+        incremental(
+            tmp_path / "day0.parquet", tmp_path / "out0", tmp_path / "index", DATES[0], settings=settings
+        )
+        == 0
+    )
     expected = similarity(indexed, near, VerifyOptions(), NormalizeOptions())
     assert similarity(resent, near, VerifyOptions(), NormalizeOptions()) > expected >= 0.8
     for on in ("false", "true"):
@@ -284,7 +294,9 @@ def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_
         extra = ["--set", f"verify.prefix_filter={on}"]
         assert incremental(tmp_path / "day1.parquet", out, idx, DATES[1], *extra, settings=settings) == 0
         pairs = pq.read_table(out / "pairs").to_pylist()
-        assert [(p["id_a"], p["id_b"], p["similarity"]) for p in pairs] == [("A", "B", pytest.approx(expected))]
+        assert [(p["id_a"], p["id_b"], p["similarity"]) for p in pairs] == [
+            ("A", "B", pytest.approx(expected))
+        ]
         docs = {r["id"]: r for r in pq.read_table(out / "documents").to_pylist()}
         assert docs["A"]["status"] == "already_indexed" and docs["B"]["matched_index_id"] == "A"
 
