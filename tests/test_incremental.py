@@ -116,6 +116,7 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
     return checked
 
 
+@pytest.mark.heavy
 def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_path):
     checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=EXACT)
     assert checked["matched"] > 10 and checked["pairs"] > 20
@@ -209,6 +210,7 @@ def test_a_failed_run_leaves_the_index_as_it_was(history, tmp_path, monkeypatch)
     assert len(list((idx / "snapshots").iterdir())) == 4  # the failed run's folder was tidied away
 
 
+@pytest.mark.heavy
 def test_a_publish_failing_after_the_commit_publishes_nothing_and_the_rerun_repairs_it(
     spark, history, tmp_path, monkeypatch
 ):
@@ -260,6 +262,7 @@ def test_ids_seen_before_are_reported_not_indexed_twice(spark, history, tmp_path
     assert manifest(idx)["snapshots"][-1]["docs_rows"] == 0
 
 
+@pytest.mark.heavy
 def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_path):
     """The index's entry is the id's document: the batch's new text and title for it are neither checked
     nor paired (with and without the prefix filter)."""
@@ -279,7 +282,9 @@ def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_
     days = [{"id": ["A", "C"], "text": [indexed, text()]}, {"id": ["A", "B"], "text": [resent, near]}]
     for day, columns in enumerate(days):
         pq.write_table(pa.table({**columns, "title": [title, title]}), tmp_path / f"day{day}.parquet")
-    settings = [*SMALL_INDEX, "--set", "input.title_column=title"]
+    # the pair is 7 bits apart: an exact design for k = 8 keeps the index to 9 tables
+    exact_k8 = ["--set", "match.max_distance=8", "--set", "bands.scheme=blocks:9"]
+    settings = [*exact_k8, *SMALL_INDEX, "--set", "input.title_column=title"]
     assert (
         incremental(
             tmp_path / "day0.parquet", tmp_path / "out0", tmp_path / "index", DATES[0], settings=settings
@@ -443,6 +448,7 @@ def test_stats_and_compaction_with_retention(spark, history, tmp_path, capsys):
     assert [r["run_date"] for r in kept["runs"]] == DATES[:4]  # monitoring history stays
 
 
+@pytest.mark.heavy
 def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_path):
     """The bar: a batch reads the index partitions its band keys need, not the index."""
     table = generate(200, seed=21)
@@ -548,6 +554,7 @@ def test_an_index_path_that_cannot_be_written_is_refused_before_any_work(history
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 def test_rerunning_an_earlier_date_sees_only_earlier_dates_and_gives_its_first_answer(
     spark, history, tmp_path
 ):
