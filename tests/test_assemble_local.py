@@ -189,6 +189,7 @@ def _outputs(spark, raw, policy, local_max_edges, monkeypatch):
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("policy", ["min_id", "longest_text"])
 def test_a_spark_run_whose_components_were_labelled_on_the_driver_is_assembled_there(
     spark, policy, monkeypatch

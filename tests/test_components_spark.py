@@ -48,6 +48,7 @@ def check(spark, edges):
     return iterations
 
 
+@pytest.mark.heavy
 def test_random_graphs(spark):
     rng = random.Random(4)
     for n, m in ((50, 30), (400, 380), (1000, 700)):
@@ -55,6 +56,7 @@ def test_random_graphs(spark):
         check(spark, [(a, b) for a, b in edges if a != b])
 
 
+@pytest.mark.heavy
 def test_long_chain_in_shuffled_order(spark):
     nodes = list(range(3000))
     random.Random(1).shuffle(nodes)

@@ -83,6 +83,7 @@ def _run(spark, path, overrides):
     return out, stats
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CASES))
 def test_driver_fingerprints_equal_the_spark_fingerprints(spark, corpus, name):
     on_driver, driver_stats = _run(spark, corpus, CASES[name])

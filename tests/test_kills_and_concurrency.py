@@ -1,5 +1,6 @@
 """Real processes: a driver killed with SIGKILL at each step of an incremental run's commit and publish,
-then a rerun; and two writers started together on one index or one output, again and again."""
+then a rerun; and two writers started together on one index or one output, twice each (the hold hooks
+make each race the same race: which process reaches its lease first is all that varies)."""
 
 import os
 import shutil
@@ -145,8 +146,8 @@ def race(first: list[str], second: list[str], tmp_path: Path) -> list[tuple[int,
     return [(p.wait(timeout=300), stderr_of(p)) for p in procs]
 
 
-def test_two_incremental_runs_on_one_index_one_wins_five_times(spark, world, tmp_path):
-    for rep in range(5):
+def test_two_incremental_runs_on_one_index_one_wins_each_time(spark, world, tmp_path):
+    for rep in range(2):
         index = tmp_path / f"index{rep}"
         shutil.copytree(world["index"], index)
         outs = [tmp_path / f"a{rep}", tmp_path / f"b{rep}"]
@@ -159,10 +160,10 @@ def test_two_incremental_runs_on_one_index_one_wins_five_times(spark, world, tmp
         assert_like_the_clean_run(spark, world, index, outs[winner])
 
 
-def test_two_full_runs_on_one_output_one_wins_five_times(spark, world, tmp_path):
+def test_two_full_runs_on_one_output_one_wins_each_time(spark, world, tmp_path):
     out = tmp_path / "out"
     args = ["dedup", "--input", str(world["batches"][3]), "--output", str(out), "--overwrite", *EXACT]
-    for _rep in range(5):
+    for _rep in range(2):
         results = race(args, args, tmp_path)
         codes = sorted(c for c, _ in results)
         assert codes == [0, 2], results

@@ -71,6 +71,7 @@ def _run(spark, raw, overrides, local_max, in_task_max=10_000_000):
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_driver_linking_equals_the_spark_linking(spark, corpus, name):
     on_driver = _run(spark, corpus, CONFIGS[name], 100_000)
@@ -110,6 +111,7 @@ def test_the_driver_path_is_taken_only_when_small(spark, corpus):
     assert small_jobs < big_jobs - 10
 
 
+@pytest.mark.heavy
 def test_fingerprints_that_would_crowd_the_driver_take_the_shuffled_join(spark, corpus, monkeypatch):
     """The join inside tasks collects every fingerprint to the driver first: only when they fit a quarter of
     its heap (here made to need ~1 TB each); otherwise the shuffled join, with the same outputs."""

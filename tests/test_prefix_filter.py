@@ -172,6 +172,7 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
         assert {(r["id_a"], r["id_b"]) for r in filtered} == {(0, 1), (0, 6), (1, 6)}
 
 
+@pytest.mark.heavy
 def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(spark, tmp_path):
     from simhash_spark.config import load_config
     from simhash_spark.demo.corpus import generate
