@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -76,6 +77,8 @@ class SparkProbe:
     Connect)."""
 
     def __init__(self, spark: Any) -> None:
+        # job groups are per run: a session that runs the job again must not count the earlier runs' jobs
+        self._group = f"{GROUP_PREFIX}{uuid.uuid4().hex[:12]}:"
         try:
             self._sc = spark.sparkContext
             self._tracker = self._sc.statusTracker()
@@ -93,7 +96,7 @@ class SparkProbe:
             if stage is None:
                 self._sc.setLocalProperty("spark.jobGroup.id", None)
             else:
-                self._sc.setJobGroup(GROUP_PREFIX + stage, stage, False)
+                self._sc.setJobGroup(self._group + stage, stage, False)
 
     def jobs_so_far(self) -> int:
         """How many Spark jobs this session has started (0 without a JVM). The scheduler's job counter is
@@ -110,7 +113,7 @@ class SparkProbe:
     def counts(self, stage: str) -> SparkCounts:
         if self._sc is None:
             return SparkCounts()
-        job_ids = self._tracker.getJobIdsForGroup(GROUP_PREFIX + stage)
+        job_ids = self._tracker.getJobIdsForGroup(self._group + stage)
         stage_ids = {
             sid
             for job in job_ids

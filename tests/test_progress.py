@@ -102,6 +102,20 @@ def test_stdout_stays_one_json_line_and_summary_has_the_stages(spark, tmp_path, 
     assert all(v["seconds"] > 0 for v in stages.values())
 
 
+def test_a_second_run_in_one_session_counts_only_its_own_jobs(spark, tmp_path):
+    corpus = tmp_path / "c.parquet"
+    write_corpus(corpus, n_docs=40, seed=4)
+    summaries = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        args = ["dedup", "--input", str(corpus), "--output", str(out), "--set", "output.write_report=false"]
+        assert main(args) == 0
+        summaries.append(json.loads((out / "summary.json").read_text()))
+    first, second = ({k: v["jobs"] for k, v in s["stages"].items()} for s in summaries)
+    assert second == first  # the same plan starts the same jobs; the first run's are not counted again
+    assert summaries[1]["spark_jobs"] >= sum(second.values()) > 0
+
+
 def test_reporting_adds_no_spark_job(spark, tmp_path):
     corpus = tmp_path / "c.parquet"
     write_corpus(corpus, n_docs=60, seed=5)
