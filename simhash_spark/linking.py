@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -28,6 +28,7 @@ from simhash_spark.core.link_local import (
     Documents,
     LinkSettings,
     LocalLinked,
+    PairRow,
     choose_design_local,
     find_candidates,
     link_local,
@@ -557,28 +558,32 @@ def _documents(pdf: pd.DataFrame, titles: pd.DataFrame | None, rule: PairRule) -
     )
 
 
-def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]:
-    """(pairs, assignments) of a driver-side linking as DataFrames, sent through Arrow (no Python worker
-    has to unpickle rows)."""
-    spark, id_type = keyed.sparkSession, keyed.schema[C.ID].dataType.simpleString()
-    rows = local.pairs
+def pairs_frame(spark: SparkSession, id_type: str, rows: list[PairRow], dtype: np.dtype) -> DataFrame:
+    """pairs/ rows of a driver-side linking (``LocalLinked.pairs``, ids of numpy ``dtype``) as a
+    DataFrame, sent through Arrow (no Python worker has to unpickle rows)."""
     pairs = pd.DataFrame(
         {
-            C.ID_A: pd.Series([r[0] for r in rows], dtype=local.nodes.dtype),
-            C.ID_B: pd.Series([r[1] for r in rows], dtype=local.nodes.dtype),
+            C.ID_A: pd.Series([r[0] for r in rows], dtype=dtype),
+            C.ID_B: pd.Series([r[1] for r in rows], dtype=dtype),
             C.DISTANCE: pd.Series([r[2] for r in rows], dtype="int32"),
             C.SIMILARITY: pd.Series([r[3] for r in rows], dtype=object),  # None stays null (not NaN)
             C.REASON: pd.Series([r[4] for r in rows], dtype=object),
         }
     )
-    assignments = pd.DataFrame({C.NODE: local.nodes, C.COMPONENT: local.labels})
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
+    return driver_frame(spark, pairs, schema)
+
+
+def _frames(keyed: DataFrame, local: LocalLinked) -> tuple[DataFrame, DataFrame]:
+    """(pairs, assignments) of a driver-side linking as DataFrames."""
+    spark, id_type = keyed.sparkSession, keyed.schema[C.ID].dataType.simpleString()
+    assignments = pd.DataFrame({C.NODE: local.nodes, C.COMPONENT: local.labels})
     # at most cluster.local_max_documents assignments: broadcast wherever joined (the pairs, mostly written
     # as they are, are left to Spark's size estimate: a hint on a frame never joined draws a warning)
     return (
-        driver_frame(spark, pairs, schema),
+        pairs_frame(spark, id_type, local.pairs, local.nodes.dtype),
         F.broadcast(driver_frame(spark, assignments, f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}")),
     )
 

@@ -19,8 +19,15 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
-from simhash_spark.core.assemble_local import LOCAL_POLICIES, cluster_members, cluster_rows, cluster_totals
-from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES
+from simhash_spark.core.assemble_local import (
+    LOCAL_POLICIES,
+    cluster_members,
+    cluster_rows,
+    cluster_totals,
+    matched_totals,
+)
+from simhash_spark.core.assemble_local import batch_components as local_batch_components
+from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED, STATUSES
 from simhash_spark.core.prefix_filter import prefix_threshold
 from simhash_spark.core.spark_hash import KINDS
 from simhash_spark.index.session import IndexSession, Lookup, run_record
@@ -34,7 +41,7 @@ from simhash_spark.io import (
     validate_schema,
     write_parquet,
 )
-from simhash_spark.linking import AtHand, Linked, LinkParams, link
+from simhash_spark.linking import AtHand, Linked, LinkParams, link, pairs_frame
 from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
@@ -180,14 +187,17 @@ def dedup(
         looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
     keyed, texts, titles, prefixes = _link_inputs(fps, docs, cfg, looked, fp_pass.prefixes)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
-    fingerprinted = sum(status_counts[s] for s in FINGERPRINTED) if looked is None else None
+    fingerprinted = sum(status_counts[s] for s in FINGERPRINTED)
+    # what is linked: the batch's fingerprinted rows and, in an incremental run, the entries it touches
+    # (disjoint: a batch row whose id the index holds is already_indexed, not fingerprinted)
+    n_linked = fingerprinted + (0 if looked is None else int(looked.stats["touched_entries"]))
     linked = link(
         keyed,
         params,
         ctx,
         texts=texts if cfg.verify.enabled else None,
         titles=titles,
-        n_docs=fingerprinted,
+        n_docs=n_linked,
         at_hand=fp_pass.at_hand if looked is None else None,
         prefixes=prefixes,
     )
@@ -406,6 +416,9 @@ def _assemble(
     on_driver = linked.labelled is not None and cfg.cluster.representative in LOCAL_POLICIES
     if looked is None and on_driver:
         return _assemble_on_driver(fps, linked, at_hand, cfg, status_counts, ctx)
+    if on_driver:
+        assert looked is not None
+        return _assemble_incremental_on_driver(fps, linked, looked, at_hand, cfg, status_counts, ctx)
     if looked is None:
         documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
     else:
@@ -459,6 +472,79 @@ def _assemble_on_driver(
             local_report, members=members, pairs=linked.local.pairs, texts=at_hand.texts, id_kind=id_kind
         )
     return _Assembled(ctx.persist(documents), linked.pairs, clusters, duplicate_ids, totals, report, members)
+
+
+def _assemble_incremental_on_driver(
+    fps: DataFrame,
+    linked: Linked,
+    looked: Lookup,
+    at_hand: AtHand | None,
+    cfg: Config,
+    status_counts: dict[str, int],
+    ctx: RunContext,
+) -> _Assembled:
+    """``_assemble_incremental`` from the components labelled on the driver: the batch's components and
+    index matches (``core.assemble_local.batch_components``), clusters, pairs and totals are built here;
+    documents/ is the fingerprints joined with broadcasts of them."""
+    assert linked.labelled is not None
+    nodes, labels = linked.labelled
+    spark, id_type = fps.sparkSession, fps.schema[C.ID].dataType.simpleString()
+    dates = _touched_dates(looked)
+    comps = local_batch_components(nodes, labels, dates)
+    batch_nodes, batch_labels = comps[C.NODE].to_numpy(), comps[C.COMPONENT].to_numpy()
+    longest = cfg.cluster.representative == "longest_text"
+    n_chars = _lengths(fps, batch_nodes, at_hand, id_type) if longest else {}
+    members = cluster_members(batch_nodes, batch_labels, n_chars, representative=cfg.cluster.representative)
+    members_frame = driver_frame(
+        spark, members, f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
+    )
+    comps_schema = f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}, {C.MATCHED_INDEX_ID} {id_type}"
+    extra = cfg.input.passthrough_columns
+    documents = attach_clusters(fps, F.broadcast(members_frame), extra=extra)
+    documents = ctx.persist(
+        with_index_matches(documents, F.broadcast(driver_frame(spark, comps, comps_schema)), extra=extra)
+    )
+    pairs, n_pairs = _batch_pairs(linked, dates, id_type, ctx)
+    linked.stats["pairs_accepted"] = n_pairs
+    clustered = members[members[C.CLUSTER_SIZE] > 1]
+    clusters = driver_frame(
+        spark,
+        cluster_rows(clustered),
+        f"{C.CLUSTER_ID} {id_type}, {C.SIZE} long, {C.MEMBER_IDS} array<{id_type}>",
+    )
+    n_rows = sum(status_counts.values())
+    counted, matched = matched_totals(members, comps, n_rows, status_counts[ALREADY_INDEXED])
+    totals = RunTotals(
+        input_rows=n_rows,
+        fingerprinted=sum(status_counts[s] for s in FINGERPRINTED),
+        duplicates=counted.duplicates,
+        clusters=counted.clusters,
+        largest_cluster=counted.largest,
+        matched_index=matched,
+    )
+    return _Assembled(documents, pairs, clusters, duplicate_ids_of(documents), totals)
+
+
+def _touched_dates(looked: Lookup) -> dict[object, str]:
+    """The run date of each index entry the batch touched (no job when it touched none)."""
+    if not looked.stats["touched_entries"]:
+        return {}
+    held: pd.DataFrame = looked.touched.select(C.ID, C.RUN_DATE).toPandas()
+    return dict(zip(held[C.ID].tolist(), held[C.RUN_DATE].tolist(), strict=True))
+
+
+def _batch_pairs(
+    linked: Linked, dates: Mapping[object, str], id_type: str, ctx: RunContext
+) -> tuple[DataFrame, int]:
+    """(pairs/ of an incremental run, their number): the pairs with a batch document (``drop_index_pairs``),
+    chosen on the driver when the linking ran there."""
+    if linked.local is None:
+        spark = linked.pairs.sparkSession
+        ids = F.broadcast(driver_frame(spark, pd.DataFrame({C.ID: list(dates)}), f"{C.ID} {id_type}"))
+        pairs = ctx.persist(drop_index_pairs(linked.pairs, ids))
+        return pairs, pairs.count()
+    kept = [p for p in linked.local.pairs if p[0] not in dates or p[1] not in dates]
+    return pairs_frame(linked.pairs.sparkSession, id_type, kept, linked.local.nodes.dtype), len(kept)
 
 
 def _lengths(fps: DataFrame, nodes: np.ndarray, at_hand: AtHand | None, id_type: str) -> dict[object, int]:

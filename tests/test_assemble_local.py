@@ -13,12 +13,14 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import load_config
+from simhash_spark.core.assemble_local import batch_components as batch_components_local
 from simhash_spark.core.assemble_local import cluster_members, cluster_rows, cluster_totals
 from simhash_spark.core.spark_hash import xxhash64
 from simhash_spark.demo.corpus import generate
 from simhash_spark.pipeline import dedup
 from simhash_spark.report import collect, collect_local
 from simhash_spark.transforms.clusters import assign_clusters, cluster_table
+from simhash_spark.transforms.incremental import batch_components
 
 ID_TYPES = {"string": "string", "bigint": "long"}
 
@@ -208,3 +210,27 @@ def test_a_spark_run_whose_components_were_labelled_on_the_driver_is_assembled_t
     # the report's data: summarized from the clusters at hand (only the pairs collected) = aggregated
     assert labelled["report"] == distributed["report"]
     assert (labelled["report_collects"], distributed["report_collects"]) == (1, 0)
+
+
+@pytest.mark.parametrize("id_type", list(ID_TYPES))
+def test_driver_batch_components_equal_the_spark_ones(spark, id_type):
+    """An incremental run linked on the driver labels the batch's components and finds their earliest
+    index entry there (``core.assemble_local.batch_components``): the rows of ``transforms.incremental``'s."""
+    rng = random.Random(7)
+    _, _, nodes, labels, _ = _run(id_type, seed=3)
+    dates = {n: f"2026-11-0{rng.randrange(1, 4)}" for n in nodes.tolist() if rng.random() < 0.4}
+    local = batch_components_local(nodes, labels, dates)
+    comps = spark.createDataFrame(
+        list(zip(nodes.tolist(), labels.tolist(), strict=True)), f"node {id_type}, component {id_type}"
+    )
+    batch_ids = spark.createDataFrame([(n,) for n in nodes.tolist() if n not in dates], f"id {id_type}")
+    index = spark.createDataFrame(list(dates.items()), f"id {id_type}, run_date string")
+    in_spark = sorted(tuple(r) for r in batch_components(comps, batch_ids, index).collect())
+    assert list(local.itertuples(index=False, name=None)) == in_spark
+    assert local[C.MATCHED_INDEX_ID].notna().any() and local[C.MATCHED_INDEX_ID].isna().any()
+    # a component's earliest entry is by run date first: some are not the smallest id of its entries
+    entries: dict = {}
+    for n, c in zip(nodes.tolist(), labels.tolist(), strict=True):
+        if n in dates:
+            entries.setdefault(c, []).append(n)
+    assert any(min(e) != min(e, key=lambda n: (dates[n], n)) for e in entries.values())

@@ -689,3 +689,68 @@ def test_rerunning_every_date_in_random_order_reproduces_the_first_runs(spark, t
     m = manifest(index)
     assert [r["run_date"] for r in m["runs"]] == DATES[:5]
     assert sorted(d for s in m["snapshots"] for d in s["runs"]) == DATES[:5]
+
+
+# --- small batches are linked and assembled on the driver -------------------------------------------------
+
+LINKING_STAGES = ("candidates", "verify", "titles", "clusters", "assemble")
+
+
+def _second_day(tmp: Path, name: str, settings: list[str]) -> dict:
+    """The second daily run of a split corpus, against a copy of the first day's index: its outputs
+    and summary."""
+    shutil.copytree(tmp / "index_day1", tmp / f"{name}_index")
+    out = tmp / name
+    assert (
+        incremental(
+            tmp / "batches" / "batch1.parquet", out, tmp / f"{name}_index", DATES[1], settings=settings
+        )
+        == 0
+    )
+    tables = {
+        t: sorted(json.dumps(r, sort_keys=True, default=str) for r in pq.read_table(out / t).to_pylist())
+        for t in ("documents", "pairs", "clusters", "deduplicated")
+    }
+    return {"tables": tables, "summary": json.loads((out / "summary.json").read_text())}
+
+
+@pytest.mark.heavy
+def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_spark_does(tmp_path):
+    """A batch and the entries it touches, few enough for the driver, are linked and clustered there (no
+    Spark job per linking step) with the outputs of the Spark paths: components labelled on the driver
+    from a Spark linking, and the distributed components."""
+    longest = [*EXACT, "--set", "cluster.representative=longest_text"]
+    (tmp_path / "batches").mkdir()
+    batches = split_corpus(generate(80, seed=13, dup_share=0.5), 2, tmp_path / "batches")
+    assert (
+        incremental(batches[0], tmp_path / "day1", tmp_path / "index_day1", DATES[0], settings=longest) == 0
+    )
+    spark_linked = [*longest, "--set", "cluster.local_max_documents=0"]
+    runs = {
+        "driver": _second_day(tmp_path, "driver", longest),
+        "labelled": _second_day(tmp_path, "labelled", spark_linked),
+        "distributed": _second_day(
+            tmp_path, "distributed", [*spark_linked, "--set", "cluster.local_max_edges=0"]
+        ),
+    }
+    methods = {name: run["summary"]["components_method"] for name, run in runs.items()}
+    assert methods == {"driver": "local", "labelled": "local", "distributed": "distributed"}
+    driver = runs["driver"]
+    for name in ("labelled", "distributed"):
+        assert runs[name]["tables"] == driver["tables"], name
+        for key in ("duplicates", "clusters", "largest_cluster", "pairs_accepted", "dedup_rate"):
+            assert runs[name]["summary"][key] == driver["summary"][key], (name, key)
+        matched = runs[name]["summary"]["index"]["batch_documents_matched"]
+        assert matched == driver["summary"]["index"]["batch_documents_matched"], name
+    assert driver["summary"]["index"]["batch_documents_matched"] > 3 and driver["summary"]["clusters"] > 0
+    docs = [json.loads(r) for r in driver["tables"]["documents"]]
+    smallest = {}
+    for r in docs:
+        smallest[r["cluster_id"]] = min(smallest.get(r["cluster_id"], r["id"]), r["id"])
+    assert any(cid != first for cid, first in smallest.items())  # longest_text moved a representative
+    # linking and assembly on the driver start a handful of Spark jobs, not one per step
+    jobs = {
+        name: sum(run["summary"]["stages"].get(s, {}).get("jobs", 0) for s in LINKING_STAGES)
+        for name, run in runs.items()
+    }
+    assert jobs["driver"] <= 6 < jobs["labelled"], jobs

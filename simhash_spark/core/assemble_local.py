@@ -72,3 +72,53 @@ def cluster_totals(members: pd.DataFrame, n_documents: int) -> ClusterTotals:
         clusters=int(members[C.CLUSTER_ID].nunique()),
         largest=int(sizes.max()) if len(sizes) else min(n_documents, 1),
     )
+
+
+def batch_components(
+    nodes: np.ndarray, labels: np.ndarray, index_dates: Mapping[object, str]
+) -> pd.DataFrame:
+    """The twin of ``transforms.incremental.batch_components`` for an incremental run linked on the driver:
+    ``node``, ``component`` (the smallest batch node of it), ``matched_index_id`` (the earliest index entry
+    of it by run date, then id; None without one), for the batch's nodes, by node.
+
+    ``nodes``, ``labels``: each node's component over batch documents and index entries; ``index_dates``:
+    the run date of every index entry among the nodes (the other nodes are the batch's)."""
+    first_batch: dict[object, object] = {}
+    earliest: dict[object, tuple[str, object]] = {}
+    for node, component in zip(nodes.tolist(), labels.tolist(), strict=True):
+        run_date = index_dates.get(node)
+        if run_date is None:
+            if component not in first_batch or node < first_batch[component]:
+                first_batch[component] = node
+        elif component not in earliest or (run_date, node) < earliest[component]:
+            earliest[component] = (run_date, node)
+    batch = [(n, c) for n, c in zip(nodes.tolist(), labels.tolist(), strict=True) if n not in index_dates]
+    batch.sort(key=lambda nc: nc[0])
+    matched = [earliest[c][1] if c in earliest else None for _, c in batch]
+    return pd.DataFrame(
+        {
+            C.NODE: pd.Series([n for n, _ in batch], dtype=nodes.dtype),
+            C.COMPONENT: pd.Series([first_batch[c] for _, c in batch], dtype=nodes.dtype),
+            C.MATCHED_INDEX_ID: pd.Series(matched, dtype=object),
+        }
+    )
+
+
+def matched_totals(
+    members: pd.DataFrame, components: pd.DataFrame, n_documents: int, already: int
+) -> tuple[ClusterTotals, int]:
+    """(totals, documents that matched the index) of an incremental run's documents/ from
+    ``cluster_members`` of the batch's nodes, their ``batch_components`` and the number of documents and
+    of already indexed ones (each matches itself and is a duplicate)."""
+    matched = components.set_index(C.NODE)[C.MATCHED_INDEX_ID].notna()
+    flagged = (members[C.CLUSTER_ID] != members[C.ID]).to_numpy() | matched.reindex(members[C.ID]).to_numpy(
+        dtype=bool
+    )
+    multi = members[members[C.CLUSTER_SIZE] > 1]
+    sizes = members[C.CLUSTER_SIZE]
+    totals = ClusterTotals(
+        duplicates=int(flagged.sum()) + already,
+        clusters=int(multi[C.CLUSTER_ID].nunique()),
+        largest=int(sizes.max()) if len(sizes) else min(n_documents, 1),
+    )
+    return totals, int(matched.sum()) + already
