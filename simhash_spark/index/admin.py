@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.core.index_model import Manifest, Snapshot
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index.snapshots import ENTRY_COLUMNS, write_snapshot
+from simhash_spark.index.snapshots import ENTRY_COLUMNS, read_folders, write_snapshot
 from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.storage import ArrowFiles
@@ -190,7 +190,7 @@ def _merge(
         return write_snapshot(
             store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
         )
-    entries = spark.read.parquet(*dirs).select(*ENTRY_COLUMNS)
+    entries = read_folders(spark, dirs).select(*ENTRY_COLUMNS)
     if cutoff is not None:
         entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
     return write_snapshot(store, manifest.layout, entries, snap_id, runs)

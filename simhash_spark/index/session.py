@@ -50,7 +50,13 @@ from simhash_spark.core.index_model import (
 )
 from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAlert, essence
 from simhash_spark.faults import maybe_pause
-from simhash_spark.index.snapshots import ENTRY_COLUMNS, empty_entries, refingerprint, write_snapshot
+from simhash_spark.index.snapshots import (
+    ENTRY_COLUMNS,
+    empty_entries,
+    read_folders,
+    refingerprint,
+    write_snapshot,
+)
 from simhash_spark.index.store import IndexStore, now, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.transforms.fingerprint import is_fingerprinted
@@ -202,7 +208,7 @@ class IndexSession:
         return df.where(F.col(C.RUN_DATE) < F.lit(self.run_date))
 
     def _read(self, dirs: list[str], columns: list[str]) -> DataFrame | None:
-        return self.visible(self.spark.read.parquet(*dirs)).select(*columns) if dirs else None
+        return self.visible(read_folders(self.spark, dirs)).select(*columns) if dirs else None
 
     def read_entries(self, buckets: set[int] | None) -> DataFrame | None:
         """Stored documents (``ENTRY_COLUMNS``) this run sees, of the given buckets (None: all)."""
@@ -301,7 +307,7 @@ class IndexSession:
         snap_id = self.store.new_snapshot("rebuild", self.lease.writer)
         runs = tuple(sorted({d for s in old.snapshots for d in s.runs if d != self.run_date}))
         if dirs:
-            entries = self.spark.read.parquet(*dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
+            entries = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
             fresh = refingerprint(entries.select(*ENTRY_COLUMNS), cfg)
             snapshot = write_snapshot(self.store, layout, fresh, snap_id, runs)
         else:

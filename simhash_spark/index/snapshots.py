@@ -21,6 +21,31 @@ KEY_ROW_GROUP_BYTES = 256 * 1024
 ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
+# the SQL option that sets how many tasks list the folders of one read, when they are many
+_LISTING_TASKS = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+def read_folders(spark: SparkSession, folders: list[str]) -> DataFrame:
+    """The Parquet rows of ``folders`` (partition folders of snapshots; at least one).
+
+    Spark lists more than a few dozen folders with a job of one task per folder, up to 10,000: a small
+    batch against an index of many tables pays hundreds of tasks that each list one folder of a few files.
+    The listing here runs as at most as many tasks as the session has cores, each listing its share."""
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: the listing runs where the session's server decides
+        return spark.read.parquet(*folders)
+    before = spark.conf.get(_LISTING_TASKS, None)
+    spark.conf.set(_LISTING_TASKS, str(max(1, min(cores, len(folders)))))
+    try:
+        return spark.read.parquet(*folders)  # listed here, when the reader resolves its paths
+    finally:
+        if before is None:
+            spark.conf.unset(_LISTING_TASKS)
+        else:
+            spark.conf.set(_LISTING_TASKS, before)
+
+
 def _entry_schema(id_type: str) -> str:
     return (
         f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
