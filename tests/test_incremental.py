@@ -725,6 +725,9 @@ def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_sp
     assert (
         incremental(batches[0], tmp_path / "day1", tmp_path / "index_day1", DATES[0], settings=longest) == 0
     )
+    # the second day also sends three of the first day's documents again (already_indexed)
+    resent = pq.read_table(batches[0]).slice(0, 3)
+    pq.write_table(pa.concat_tables([pq.read_table(batches[1]), resent]), batches[1])
     spark_linked = [*longest, "--set", "cluster.local_max_documents=0"]
     runs = {
         "driver": _second_day(tmp_path, "driver", longest),
@@ -743,6 +746,7 @@ def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_sp
         matched = runs[name]["summary"]["index"]["batch_documents_matched"]
         assert matched == driver["summary"]["index"]["batch_documents_matched"], name
     assert driver["summary"]["index"]["batch_documents_matched"] > 3 and driver["summary"]["clusters"] > 0
+    assert driver["summary"]["index"]["already_indexed"] == 3
     docs = [json.loads(r) for r in driver["tables"]["documents"]]
     smallest = {}
     for r in docs:
