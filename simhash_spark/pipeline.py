@@ -414,10 +414,9 @@ def _assemble(
     """The outputs from the linking: on the driver for a full run whose components were labelled there
     and whose representatives need nothing but ids and lengths, else by Spark."""
     on_driver = linked.labelled is not None and cfg.cluster.representative in LOCAL_POLICIES
-    if looked is None and on_driver:
+    if on_driver and looked is None:
         return _assemble_on_driver(fps, linked, at_hand, cfg, status_counts, ctx)
-    if on_driver:
-        assert looked is not None
+    if on_driver and looked is not None:
         return _assemble_incremental_on_driver(fps, linked, looked, at_hand, cfg, status_counts, ctx)
     if looked is None:
         documents, pairs = _assemble_full(fps, linked, cfg), linked.pairs
@@ -446,14 +445,8 @@ def _assemble_on_driver(
     longest = cfg.cluster.representative == "longest_text"
     n_chars = _lengths(fps, nodes, at_hand, id_type) if longest else {}
     members = cluster_members(nodes, labels, n_chars, representative=cfg.cluster.representative)
-    schema = f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
-    members_frame = F.broadcast(driver_frame(spark, members, schema))
+    members_frame, clusters = _member_frames(spark, members, members, id_type)
     documents = attach_clusters(fps, members_frame, extra=cfg.input.passthrough_columns)
-    clusters = driver_frame(
-        spark,
-        cluster_rows(members),
-        f"{C.CLUSTER_ID} {id_type}, {C.SIZE} long, {C.MEMBER_IDS} array<{id_type}>",
-    )
     duplicates = members.loc[members[C.CLUSTER_ID] != members[C.ID], [C.ID]]
     duplicate_ids = F.broadcast(driver_frame(spark, duplicates, f"{C.ID} {id_type}"))
     counted = cluster_totals(members, sum(status_counts.values()))
@@ -495,23 +488,18 @@ def _assemble_incremental_on_driver(
     longest = cfg.cluster.representative == "longest_text"
     n_chars = _lengths(fps, batch_nodes, at_hand, id_type) if longest else {}
     members = cluster_members(batch_nodes, batch_labels, n_chars, representative=cfg.cluster.representative)
-    members_frame = driver_frame(
-        spark, members, f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
-    )
+    # a batch document whose component holds no other batch document is a cluster of one (it matched the
+    # index only): it has no clusters/ row
+    clustered = members[members[C.CLUSTER_SIZE] > 1]
+    members_frame, clusters = _member_frames(spark, members, clustered, id_type)
     comps_schema = f"{C.NODE} {id_type}, {C.COMPONENT} {id_type}, {C.MATCHED_INDEX_ID} {id_type}"
     extra = cfg.input.passthrough_columns
-    documents = attach_clusters(fps, F.broadcast(members_frame), extra=extra)
+    documents = attach_clusters(fps, members_frame, extra=extra)
     documents = ctx.persist(
         with_index_matches(documents, F.broadcast(driver_frame(spark, comps, comps_schema)), extra=extra)
     )
-    pairs, n_pairs = _batch_pairs(linked, dates, id_type, ctx)
+    pairs, n_pairs = _batch_pairs(linked, looked, dates, id_type, ctx)
     linked.stats["pairs_accepted"] = n_pairs
-    clustered = members[members[C.CLUSTER_SIZE] > 1]
-    clusters = driver_frame(
-        spark,
-        cluster_rows(clustered),
-        f"{C.CLUSTER_ID} {id_type}, {C.SIZE} long, {C.MEMBER_IDS} array<{id_type}>",
-    )
     n_rows = sum(status_counts.values())
     counted, matched = matched_totals(members, comps, n_rows, status_counts[ALREADY_INDEXED])
     totals = RunTotals(
@@ -525,6 +513,18 @@ def _assemble_incremental_on_driver(
     return _Assembled(documents, pairs, clusters, duplicate_ids_of(documents), totals)
 
 
+def _member_frames(
+    spark: SparkSession, members: pd.DataFrame, clustered: pd.DataFrame, id_type: str
+) -> tuple[DataFrame, DataFrame]:
+    """(``cluster_members``' rows as a broadcast frame, clusters/ from the ``clustered`` ones among them)."""
+    schema = f"{C.ID} {id_type}, {C.CLUSTER_ID} {id_type}, {C.CLUSTER_SIZE} long"
+    clusters_schema = f"{C.CLUSTER_ID} {id_type}, {C.SIZE} long, {C.MEMBER_IDS} array<{id_type}>"
+    return (
+        F.broadcast(driver_frame(spark, members, schema)),
+        driver_frame(spark, cluster_rows(clustered), clusters_schema),
+    )
+
+
 def _touched_dates(looked: Lookup) -> dict[object, str]:
     """The run date of each index entry the batch touched (no job when it touched none)."""
     if not looked.stats["touched_entries"]:
@@ -534,14 +534,12 @@ def _touched_dates(looked: Lookup) -> dict[object, str]:
 
 
 def _batch_pairs(
-    linked: Linked, dates: Mapping[object, str], id_type: str, ctx: RunContext
+    linked: Linked, looked: Lookup, dates: Mapping[object, str], id_type: str, ctx: RunContext
 ) -> tuple[DataFrame, int]:
     """(pairs/ of an incremental run, their number): the pairs with a batch document (``drop_index_pairs``),
     chosen on the driver when the linking ran there."""
     if linked.local is None:
-        spark = linked.pairs.sparkSession
-        ids = F.broadcast(driver_frame(spark, pd.DataFrame({C.ID: list(dates)}), f"{C.ID} {id_type}"))
-        pairs = ctx.persist(drop_index_pairs(linked.pairs, ids))
+        pairs = ctx.persist(drop_index_pairs(linked.pairs, looked.touched.select(C.ID)))
         return pairs, pairs.count()
     kept = [p for p in linked.local.pairs if p[0] not in dates or p[1] not in dates]
     return pairs_frame(linked.pairs.sparkSession, id_type, kept, linked.local.nodes.dtype), len(kept)

@@ -16,7 +16,7 @@ def _tasks_of_group(spark, group: str) -> list[int]:
     tracker = spark.sparkContext.statusTracker()
     for _ in range(100):
         stages = [
-            spark.sparkContext.statusTracker().getStageInfo(sid)
+            tracker.getStageInfo(sid)
             for job in tracker.getJobIdsForGroup(group)
             for sid in tracker.getJobInfo(job).stageIds
         ]
