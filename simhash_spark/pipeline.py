@@ -28,9 +28,10 @@ from simhash_spark.core.assemble_local import (
 )
 from simhash_spark.core.assemble_local import batch_components as local_batch_components
 from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED, STATUSES
+from simhash_spark.core.index_model import ENTRY_COLUMNS
 from simhash_spark.core.prefix_filter import prefix_threshold
-from simhash_spark.core.spark_hash import KINDS
-from simhash_spark.index.session import IndexSession, Lookup, run_record
+from simhash_spark.core.spark_hash import KINDS, xxhash64
+from simhash_spark.index.session import HeldBatch, IndexSession, LocalMatches, Lookup, run_record
 from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
     check_locations,
@@ -85,6 +86,7 @@ class DedupResult:
     deduplicated: DataFrame
     texts: DataFrame  # id, text (the configured text columns joined), for the report
     index_entries: DataFrame | None = None  # incremental runs: what the index takes from this batch
+    index_rows: pd.DataFrame | None = None  # the same on the driver, when the batch was looked up there
     stats: dict[str, Any] = field(default_factory=dict)  # summary.json's statistics, its documented keys
     ctx: RunContext = field(default_factory=RunContext, repr=False)
     totals: RunTotals | None = None
@@ -182,9 +184,10 @@ def dedup(
     ctx = ctx or RunContext()
     fp_pass = _fingerprint(spark, raw, cfg, ctx, source=source)
     docs, fps, status_counts = fp_pass.docs, fp_pass.fps, fp_pass.status_counts
-    looked = None
+    looked, at_hand = None, fp_pass.at_hand
     if index is not None:
-        looked, fps, status_counts = _index_lookup(index, fps, status_counts, cfg, ctx)
+        looked, fps, status_counts = _index_lookup(index, fp_pass, cfg, ctx)
+        at_hand = _with_touched(at_hand, looked.local) if at_hand is not None and looked.local else None
     keyed, texts, titles, prefixes = _link_inputs(fps, docs, cfg, looked, fp_pass.prefixes)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     fingerprinted = sum(status_counts[s] for s in FINGERPRINTED)
@@ -198,7 +201,7 @@ def dedup(
         texts=texts if cfg.verify.enabled else None,
         titles=titles,
         n_docs=n_linked,
-        at_hand=fp_pass.at_hand if looked is None else None,
+        at_hand=at_hand,
         prefixes=prefixes,
     )
     with ctx.stage("assemble"):
@@ -211,6 +214,7 @@ def dedup(
         drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
         _texts(docs),
         None if index is None else _index_entries(fps, docs, index.run_date),
+        _local_entries(fp_pass, looked, index.run_date) if index is not None and looked is not None else None,
         stats,
         ctx,
         out.totals,
@@ -226,6 +230,7 @@ class _Fingerprinted:
     status_counts: dict[str, int]  # rows per status
     on: str  # where the fingerprints were computed: "driver" or "executors"
     at_hand: AtHand | None = None  # fingerprints and texts, when computed on the driver
+    local: pd.DataFrame | None = None  # the collected documents (``collect_documents``), when on the driver
     prefixes: DataFrame | None = None  # id, check_prefix: the text check's prefixes, where emitted
 
 
@@ -310,21 +315,82 @@ def _fingerprint_on_driver(
         {s: int(per_status.get(s, 0)) for s in STATUSES},
         "driver",
         at_hand,
+        local,
     )
 
 
 def _index_lookup(
-    index: IndexSession, fps: DataFrame, status_counts: dict[str, int], cfg: Config, ctx: RunContext
+    index: IndexSession, fp_pass: _Fingerprinted, cfg: Config, ctx: RunContext
 ) -> tuple[Lookup, DataFrame, dict[str, int]]:
     """(the lookup, fps and rows per status): ids the index holds already change status."""
+    fps, status_counts, at_hand = fp_pass.fps, fp_pass.status_counts, fp_pass.at_hand
+    local = fp_pass.local
+    held = (
+        HeldBatch(local[C.ID].tolist(), at_hand.keyed) if at_hand is not None and local is not None else None
+    )
     with ctx.stage("index_lookup"):
         if index.rebuilt_from is not None:
             index.rebuild(cfg)
-        looked = index.lookup(fps, cfg.policy.largest, ctx)
+        looked = index.lookup(fps, cfg.policy.largest, ctx, held)
         if looked.fps is not fps:
             fps = ctx.persist(looked.fps)
-            status_counts = _status_counts(fps)
+            if looked.local is not None and at_hand is not None:
+                status_counts = _marked_indexed(status_counts, at_hand.keyed, looked.local.known_ids)
+            else:
+                status_counts = _status_counts(fps)
     return looked, fps, status_counts
+
+
+def _marked_indexed(status_counts: dict[str, int], keyed: pd.DataFrame, known: list[Any]) -> dict[str, int]:
+    """Rows per status once the fingerprinted rows of ``known`` ids are ``already_indexed``
+    (``mark_already_indexed``, counted on the driver)."""
+    counts = dict(status_counts)
+    for status, n in keyed.loc[keyed[C.ID].isin(known), C.STATUS].value_counts().items():
+        counts[str(status)] -= int(n)
+        counts[ALREADY_INDEXED] += int(n)
+    return counts
+
+
+def _stacked(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """The rows of both (pandas types an empty frame's columns as it likes: left out)."""
+    if not len(second):
+        return first
+    return pd.concat([first, second], ignore_index=True) if len(first) else second.reset_index(drop=True)
+
+
+def _with_touched(at_hand: AtHand, found: LocalMatches) -> AtHand:
+    """What an incremental run links, on the driver: the batch's fingerprinted rows but those whose ids
+    the index holds (linked as the index's entries, with its texts), and the touched entries."""
+    known, entries = set(found.known_ids), found.touched
+    batch = at_hand.keyed[~at_hand.keyed[C.ID].isin(known)] if known else at_hand.keyed
+    ids = entries[C.ID].to_numpy()
+    if batch[C.ID].dtype.kind in "iu":
+        ids = ids.astype(batch[C.ID].dtype)
+    indexed = pd.DataFrame(
+        {
+            C.ID: ids,
+            C.FINGERPRINT: entries[C.FINGERPRINT].to_numpy(np.int64),
+            C.N_CHARS: entries[C.N_CHARS].to_numpy(np.int64),
+            # what the Spark path hashes: the stored text, as it is
+            C.TEXT_HASH: np.array([xxhash64((t,), "string") for t in entries[C.TEXT]], dtype=np.int64),
+        }
+    )
+    columns = [C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH]
+    keyed = _stacked(batch[columns], indexed)
+    titles = at_hand.titles
+    if titles is not None:
+        titled = entries[C.TITLE_FINGERPRINT].notna().to_numpy()
+        title_fps = entries[C.TITLE_FINGERPRINT].to_numpy()[titled].astype(np.int64)
+        more = pd.DataFrame({C.ID: ids[titled], C.TITLE_FINGERPRINT: title_fps})
+        titles = _stacked(titles[~titles[C.ID].isin(known)], more)
+    stored = dict(zip(ids.tolist(), entries[C.TEXT].tolist(), strict=True))
+
+    def texts(wanted: set[Any]) -> dict[Any, str]:
+        out = at_hand.texts({i for i in wanted if i not in stored})
+        out.update({i: stored[i] for i in wanted if i in stored})
+        return out
+
+    return AtHand(keyed, titles, texts)
 
 
 def _status_sums() -> list[Column]:
@@ -346,6 +412,30 @@ def _index_entries(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
     """The batch's entries for the index (``entries_of_batch``), titles included when the input has them."""
     title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
     return entries_of_batch(fps, _texts(docs, *title), run_date)
+
+
+def _local_entries(fp_pass: _Fingerprinted, looked: Lookup, run_date: str) -> pd.DataFrame | None:
+    """``_index_entries`` on the driver, when the batch was fingerprinted and looked up there."""
+    if fp_pass.at_hand is None or fp_pass.local is None or looked.local is None:
+        return None
+    keyed, local = fp_pass.at_hand.keyed, fp_pass.local
+    keep = keyed[~keyed[C.ID].isin(looked.local.known_ids)]
+    titles = keep[C.TITLE_FINGERPRINT] if C.TITLE_FINGERPRINT in keep.columns else None
+    texts = local.set_index(C.ID)
+    rows = {
+        C.ID: keep[C.ID].to_numpy(),
+        C.FINGERPRINT: keep[C.FINGERPRINT].to_numpy(np.int64),
+        C.N_CHARS: keep[C.N_CHARS].to_numpy(np.int64),
+        C.TITLE_FINGERPRINT: [None] * len(keep)
+        if titles is None
+        else titles.astype(object).where(titles.notna(), None),
+        C.TEXT: texts.loc[keep[C.ID], C.TEXT].to_numpy(),
+        C.TITLE: texts.loc[keep[C.ID], C.TITLE].to_numpy()
+        if C.TITLE in texts.columns
+        else [None] * len(keep),
+        C.RUN_DATE: run_date,
+    }
+    return pd.DataFrame({c: rows[c] for c in ENTRY_COLUMNS})
 
 
 def _link_inputs(
@@ -529,7 +619,10 @@ def _touched_dates(looked: Lookup) -> dict[object, str]:
     """The run date of each index entry the batch touched (no job when it touched none)."""
     if not looked.stats["touched_entries"]:
         return {}
-    held: pd.DataFrame = looked.touched.select(C.ID, C.RUN_DATE).toPandas()
+    if looked.local is not None:
+        held = looked.local.touched
+    else:
+        held = looked.touched.select(C.ID, C.RUN_DATE).toPandas()
     return dict(zip(held[C.ID].tolist(), held[C.RUN_DATE].tolist(), strict=True))
 
 
@@ -789,7 +882,8 @@ def _commit(index: IndexSession, result: DedupResult) -> None:
         dedup_rate=t.dedup_rate,
         matched_index=t.matched_index,
     )
-    snap = index.commit(result.index_entries, id_type=dict(result.documents.dtypes)[C.ID], record=record)
+    id_type = dict(result.documents.dtypes)[C.ID]
+    snap = index.commit(result.index_entries, id_type=id_type, record=record, rows=result.index_rows)
     assert index.committed is not None
     result.stats["index"].update(
         appended=snap.docs_rows,

@@ -509,7 +509,10 @@ def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_
     expected_rows = sum(
         pq.read_table(snap / f"part={p}").num_rows for p in parts if (snap / f"part={p}").exists()
     )
-    assert ix["key_rows_read"] == expected_rows < ix["key_rows_total"] / 10
+    # a batch this small is looked up on the driver, which reads of those partitions only the row groups
+    # whose key range holds one of its keys
+    assert ix["looked_up_on"] == "driver"
+    assert 0 < ix["key_rows_read"] <= expected_rows < ix["key_rows_total"] / 10
 
 
 # --- data safety of the index ---------------------------------------------------------------------------
@@ -758,3 +761,8 @@ def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_sp
         for name, run in runs.items()
     }
     assert jobs["driver"] <= 6 < jobs["labelled"], jobs
+    # and the index is read and written there with pyarrow (the Spark runs read what the driver wrote)
+    looked_up = {name: run["summary"]["index"]["looked_up_on"] for name, run in runs.items()}
+    assert looked_up == {"driver": "driver", "labelled": "spark", "distributed": "spark"}
+    stages = driver["summary"]["stages"]
+    assert stages["index_lookup"]["jobs"] == 0 and stages["index_write"]["jobs"] == 0, stages

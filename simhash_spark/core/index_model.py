@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simhash_spark import columns as C
 from simhash_spark.core.bands import BITS, BandScheme, cheapest_lsh, exact_candidates, parse_scheme
 from simhash_spark.core.fingerprint import ModelOptions
 from simhash_spark.core.normalize import variants_signature
@@ -37,6 +38,8 @@ FORMAT = 1
 # 3: a tied bit vote takes the bit of the document's smallest feature hash instead of 0 (core.simhash).
 FINGERPRINT_CODE_VERSION = 3
 _M64 = (1 << 64) - 1
+# the columns of a docs/ row: what a run needs of an indexed document
+ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
 def _file_sha256(path: str) -> str | None:

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
@@ -21,13 +21,13 @@ from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
     doc_bucket,
-    key_part,
     model_differences,
     model_signature,
 )
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_hex
 from simhash_spark.errors import FingerprintIndexError
+from simhash_spark.index.local_files import KEY_COLUMNS, QUERY, batch_keys, key_rows
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
@@ -76,14 +76,11 @@ def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifes
 
 def _wanted_keys(batch: FingerprintBatch, layout: IndexLayout) -> dict[int, list[tuple[int, int, int]]]:
     """Key partition → (query, band, key) of every fingerprinted query's band keys."""
+    queries = np.array([qi for qi, s in enumerate(batch.status) if s in FINGERPRINTED], dtype=np.int64)
+    keys = batch_keys(np.asarray(batch.fingerprint, dtype=np.int64)[queries], layout)
     wanted: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
-    masks, positions = layout.masks(), layout.prefix_positions()
-    for qi, status in enumerate(batch.status):
-        if status not in FINGERPRINTED:
-            continue
-        fp = int(batch.fingerprint[qi])
-        for band, (m, pos) in enumerate(zip(masks, positions, strict=True)):
-            wanted[key_part(band, fp, pos, layout.prefix_bits)].append((qi, band, fp & m))
+    for part, q, band, key in zip(keys[C.PART], keys[QUERY], keys[C.BAND], keys[C.KEY], strict=True):
+        wanted[int(part)].append((int(queries[q]), int(band), int(key)))
     return wanted
 
 
@@ -145,12 +142,11 @@ def check(
     wanted = _wanted_keys(batch, layout)
     snapshots = [s.id for s in manifest.snapshots]
     dirs = store.partition_dirs(snapshots, "keys", set(wanted))
-    cols = [C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE]
-    rows = [
-        r
-        for d in dirs
-        for r in _lookup_keys(files, d, cols, {key for _, _, key in wanted[int(d.rsplit("=", 1)[1])]})
-    ]
+    rows: list[dict[str, Any]] = []
+    for d in dirs:
+        keys = {key for _, _, key in wanted[int(d.rsplit("=", 1)[1])]}
+        table, _ = key_rows(files, d, KEY_COLUMNS, keys)
+        rows += table.to_pylist() if table is not None else []
     candidates = _candidates(batch, wanted, rows, rule)
     texts = _texts(files, store, snapshots, layout.doc_bits, candidates) if rule.verify.enabled else {}
     results = []
@@ -175,32 +171,6 @@ def check(
         "key_rows_read_after_filter": len(rows),
     }
     return results, read
-
-
-def _lookup_keys(files: ArrowFiles, folder: str, columns: list[str], keys: set[int]) -> list[dict[str, Any]]:
-    """Rows of one key partition whose ``band_key`` is in ``keys``, reading only the row groups whose key
-    range (files are sorted by key, row groups small) can hold one of them."""
-    out: list[dict[str, Any]] = []
-    lo, hi = min(keys), max(keys)
-    for name in files.list_names(folder):
-        if not name.endswith(".parquet"):
-            continue
-        with files.fs.open_input_file(f"{folder}/{name}") as fh:
-            pf = pq.ParquetFile(fh)
-            md = pf.metadata
-            col = md.schema.names.index(C.KEY)
-            groups = []
-            for i in range(md.num_row_groups):
-                stats = md.row_group(i).column(col).statistics
-                if stats is None or not stats.has_min_max:
-                    groups.append(i)
-                elif stats.min <= hi and stats.max >= lo and any(stats.min <= k <= stats.max for k in keys):
-                    groups.append(i)
-            if not groups:
-                continue
-            table = pf.read_row_groups(groups, columns=columns)
-        out += table.filter(pc.is_in(table[C.KEY], pa.array(sorted(keys), pa.int64()))).to_pylist()
-    return out
 
 
 def _texts(

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -50,15 +51,19 @@ from simhash_spark.core.index_model import (
 )
 from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAlert, essence
 from simhash_spark.faults import maybe_pause
+from simhash_spark.index import local_files
 from simhash_spark.index.snapshots import (
     ENTRY_COLUMNS,
     empty_entries,
+    entry_schema,
     read_folders,
     refingerprint,
     write_snapshot,
 )
 from simhash_spark.index.store import IndexStore, now, open_store, take_lease
 from simhash_spark.lease import Lease
+from simhash_spark.storage import ArrowFiles, FileSystem
+from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.fingerprint import is_fingerprinted
 from simhash_spark.transforms.incremental import mark_already_indexed
 from simhash_spark.transforms.index_rows import doc_bucket, index_keys, touched_entries
@@ -250,16 +255,19 @@ class IndexSession:
         touched = docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
         return touched, key_rows_read, len(doc_dirs)
 
-    def lookup(self, fps: DataFrame, k: int, ctx: RunContext) -> Lookup:
+    def lookup(self, fps: DataFrame, k: int, ctx: RunContext, held: HeldBatch | None = None) -> Lookup:
         """Find the index entries the batch touches, reading only the key partitions its keys fall in.
 
-        In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them.
-        """
+        In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them; ``held``: the same
+        batch on the driver, when it was fingerprinted there. Such a batch is looked up on the driver
+        (``index.local_files``, no Spark job) when the index is on a path the driver opens."""
         id_type = dict(fps.dtypes)[C.ID]
         if self.base.id_type and self.base.id_type != id_type:
             raise FingerprintIndexError(
                 f"index {self.path}: ids are {self.base.id_type}, this input's id column is {id_type}"
             )
+        if held is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
+            return self._lookup_on_driver(fps, held, k, id_type)
         fps, n_known = self._known_ids(fps, ctx)
         batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
             C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(self.run_date).alias(C.RUN_DATE)
@@ -271,8 +279,44 @@ class IndexSession:
         if touched is None:
             touched = empty_entries(self.spark, id_type)
         touched = ctx.persist(touched)
+        read = {
+            "key_rows_read": key_rows_read,
+            "key_partitions_needed": len(parts),
+            "key_partition_folders_read": len(key_dirs),
+            "doc_bucket_folders_read": n_doc_dirs,
+        }
+        return Lookup(fps, touched, self._stats("spark", read, touched.count(), n_known))
+
+    def _driver_opens(self) -> bool:
+        return isinstance(self.store.files, FileSystem) and self.store.files.local
+
+    def _lookup_on_driver(self, fps: DataFrame, held: HeldBatch, k: int, id_type: str) -> Lookup:
+        """``lookup`` of a batch the driver holds, read with pyarrow: the same marked ``fps``, touched
+        entries and statistics, and the entries as rows on the driver."""
+        files = ArrowFiles(self.path)
+        store = IndexStore(files, files.root)
+        known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
+        linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
+        found = local_files.touched_entries(
+            files, store, self.snapshots, self.layout, self.run_date, linked[C.FINGERPRINT].to_numpy(), k
+        )
+        if known:
+            fps = mark_already_indexed(
+                fps, driver_frame(self.spark, pd.DataFrame({C.ID: known}), f"{C.ID} {id_type}")
+            )
+        touched = driver_frame(self.spark, found.entries, entry_schema(id_type))
+        read = {
+            "key_rows_read": found.key_rows_read,
+            "key_partitions_needed": found.parts_needed,
+            "key_partition_folders_read": found.key_folders_read,
+            "doc_bucket_folders_read": found.doc_folders_read,
+        }
+        stats = self._stats("driver", read, len(found.entries), len(known))
+        return Lookup(fps, touched, stats, local=LocalMatches(known, found.entries))
+
+    def _stats(self, on: str, read: dict[str, int], n_touched: int, n_known: int) -> dict[str, Any]:
         entries, key_rows = self._entry_counts()
-        stats = {
+        return {
             "path": self.path,
             "run_date": self.run_date,
             "created": self.created,
@@ -280,20 +324,17 @@ class IndexSession:
             "version_before": self.version_before,
             "entries_before": entries,
             "snapshots_read": len(self.snapshots),
+            "looked_up_on": on,
             "key_rows_total": key_rows,
-            "key_rows_read": key_rows_read,
             "key_partitions_per_snapshot": self.layout.n_parts(),
-            "key_partitions_needed": len(parts),
-            "key_partition_folders_read": len(key_dirs),
+            **read,
             # ids are checked against every entry (one column): a re-sent id must not be indexed twice
             "id_rows_scanned": entries,
-            "doc_bucket_folders_read": n_doc_dirs,
-            "touched_entries": touched.count(),
+            "touched_entries": n_touched,
             "already_indexed": n_known,
             "tables": self.layout.scheme,
             "max_distance": self.layout.max_distance,
         }
-        return Lookup(fps, touched, stats)
 
     # --- rebuilding ---------------------------------------------------------------------------------
 
@@ -345,11 +386,20 @@ class IndexSession:
             "the index. If the change is expected, rerun with --set monitor.max_factor=0"
         )
 
-    def commit(self, entries: DataFrame, *, id_type: str, record: RunRecord) -> Snapshot:
+    def commit(
+        self, entries: DataFrame, *, id_type: str, record: RunRecord, rows: pd.DataFrame | None = None
+    ) -> Snapshot:
         """Write the batch's snapshot, then commit the next manifest version (the moment the run becomes
-        part of the index). Fails, adding nothing, if another writer committed first."""
+        part of the index). Fails, adding nothing, if another writer committed first. ``rows``: the same
+        entries on the driver, which writes them itself when it opens the index (no Spark job)."""
         snap_id = self.store.new_snapshot(self.run_date, self.lease.writer)
-        snap = write_snapshot(self.store, self.layout, entries, snap_id, (self.run_date,))
+        if rows is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
+            files = ArrowFiles(self.path)
+            folder = IndexStore(files, files.root).snapshot_dir(snap_id)
+            n = local_files.write_snapshot_files(files, folder, self.layout, rows, id_type)
+            snap = Snapshot(snap_id, (self.run_date,), n * len(self.layout.masks()), n, now())
+        else:
+            snap = write_snapshot(self.store, self.layout, entries, snap_id, (self.run_date,))
         maybe_pause("index-snapshot-written")
         base = self.base if self.base.id_type else dataclasses.replace(self.base, id_type=id_type)
         manifest = base.with_run(snap, dataclasses.replace(record, snapshot=snap.id, appended=snap.docs_rows))
@@ -379,11 +429,28 @@ class IndexSession:
         self.lease.release()
 
 
+@dataclass(frozen=True)
+class HeldBatch:
+    """A batch fingerprinted on the driver, as the driver holds it."""
+
+    ids: list[Any]  # every row's id
+    keyed: pd.DataFrame  # its fingerprinted rows: id, fingerprint, status, ...
+
+
+@dataclass(frozen=True)
+class LocalMatches:
+    """What a lookup on the driver found, as rows there."""
+
+    known_ids: list[Any]  # batch ids the index holds already
+    touched: pd.DataFrame  # ENTRY_COLUMNS of the touched entries
+
+
 @dataclass
 class Lookup:
     fps: DataFrame  # the batch, already indexed ids marked
     touched: DataFrame  # ENTRY_COLUMNS of the index entries the batch touches
     stats: dict[str, Any]
+    local: LocalMatches | None = None  # the same, when looked up on the driver
 
 
 def run_record(

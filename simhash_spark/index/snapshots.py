@@ -12,13 +12,12 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.core.index_model import IndexLayout, Snapshot
+from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot
 from simhash_spark.index.store import IndexStore, now
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
 from simhash_spark.transforms.index_rows import doc_bucket, index_keys
 
 KEY_ROW_GROUP_BYTES = 256 * 1024
-ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
 
 
 # the SQL option that sets how many tasks list the folders of one read, when they are many
@@ -46,7 +45,7 @@ def read_folders(spark: SparkSession, folders: list[str]) -> DataFrame:
             spark.conf.set(_LISTING_TASKS, before)
 
 
-def _entry_schema(id_type: str) -> str:
+def entry_schema(id_type: str) -> str:
     return (
         f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
         f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
@@ -54,7 +53,7 @@ def _entry_schema(id_type: str) -> str:
 
 
 def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
-    return spark.createDataFrame([], _entry_schema(id_type or "string"))
+    return spark.createDataFrame([], entry_schema(id_type or "string"))
 
 
 def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
