@@ -2,10 +2,10 @@
 and stage times, peers interleaved in one run, each a separate process from the same batch file:
 
 - ``job``: ``python -m simhash_spark dedup --index ...`` with the default configuration (a batch this small
-  and the entries it touches are linked and assembled on the driver);
+  is fingerprinted, looked up in the index, linked, assembled and written to the index on the driver);
 - ``job_spark_link``: the same with ``cluster.local_max_documents=0``: the batch is fingerprinted on the
-  executors (the same bound decides both), then linked and assembled by the Spark steps every incremental
-  run took before;
+  executors (the same bound decides both), then looked up, linked, assembled and written to the index by
+  the Spark steps;
 - ``bare``: a bare SparkSession that reads the batch, counts it and writes it as Parquet (Spark's floor).
 
     .venv/bin/python bench/hourly.py [--days 3] [--per-day 2000] [--batch 20] [--repeat 3]
