@@ -249,11 +249,13 @@ class ArrowFiles:
         from pyarrow import fs as pafs
 
         self._pafs = pafs
-        if "://" in root and not root.startswith("file://"):
+        scheme = urlparse(root).scheme
+        if scheme not in ("", "file"):
             self.fs, self.root = pafs.FileSystem.from_uri(root)
         else:
+            # "file:/x" and "file:///x" (Hadoop's spellings) are the local path /x, as FileSystem reads them
             self.fs = pafs.LocalFileSystem()
-            self.root = os.path.abspath(root.removeprefix("file://"))
+            self.root = os.path.abspath(FileSystem._local(root))
 
     def exists(self, path: str) -> bool:
         return bool(self.fs.get_file_info(path).type != self._pafs.FileType.NotFound)
