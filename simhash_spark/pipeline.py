@@ -186,21 +186,16 @@ def dedup(
     docs, fps, status_counts = fp_pass.docs, fp_pass.fps, fp_pass.status_counts
     looked, at_hand = None, fp_pass.at_hand
     if index is not None:
-        looked, fps, status_counts = _index_lookup(index, fp_pass, cfg, ctx)
-        at_hand = _with_touched(at_hand, looked.local) if at_hand is not None and looked.local else None
+        looked, fps, status_counts, at_hand = _index_lookup(index, fp_pass, cfg, ctx)
     keyed, texts, titles, prefixes = _link_inputs(fps, docs, cfg, looked, fp_pass.prefixes)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
-    fingerprinted = sum(status_counts[s] for s in FINGERPRINTED)
-    # what is linked: the batch's fingerprinted rows and, in an incremental run, the entries it touches
-    # (disjoint: a batch row whose id the index holds is already_indexed, not fingerprinted)
-    n_linked = fingerprinted + (0 if looked is None else int(looked.stats["touched_entries"]))
     linked = link(
         keyed,
         params,
         ctx,
         texts=texts if cfg.verify.enabled else None,
         titles=titles,
-        n_docs=n_linked,
+        n_docs=_n_linked(status_counts, looked),
         at_hand=at_hand,
         prefixes=prefixes,
     )
@@ -319,10 +314,18 @@ def _fingerprint_on_driver(
     )
 
 
+def _n_linked(status_counts: dict[str, int], looked: Lookup | None) -> int:
+    """What is linked: the batch's fingerprinted rows and, in an incremental run, the entries it touches
+    (disjoint: a batch row whose id the index holds is already_indexed, not fingerprinted)."""
+    fingerprinted = sum(status_counts[s] for s in FINGERPRINTED)
+    return fingerprinted + (0 if looked is None else int(looked.stats["touched_entries"]))
+
+
 def _index_lookup(
     index: IndexSession, fp_pass: _Fingerprinted, cfg: Config, ctx: RunContext
-) -> tuple[Lookup, DataFrame, dict[str, int]]:
-    """(the lookup, fps and rows per status): ids the index holds already change status."""
+) -> tuple[Lookup, DataFrame, dict[str, int], AtHand | None]:
+    """(the lookup, fps, rows per status, what the driver holds for the linking): ids the index holds
+    already change status; a batch looked up on the driver is linked there with the entries it touched."""
     fps, status_counts, at_hand = fp_pass.fps, fp_pass.status_counts, fp_pass.at_hand
     local = fp_pass.local
     held = (
@@ -338,7 +341,8 @@ def _index_lookup(
                 status_counts = _marked_indexed(status_counts, at_hand.keyed, looked.local.known_ids)
             else:
                 status_counts = _status_counts(fps)
-    return looked, fps, status_counts
+    linked_at_hand = _with_touched(at_hand, looked.local) if at_hand is not None and looked.local else None
+    return looked, fps, status_counts, linked_at_hand
 
 
 def _marked_indexed(status_counts: dict[str, int], keyed: pd.DataFrame, known: list[Any]) -> dict[str, int]:

@@ -290,11 +290,15 @@ class IndexSession:
     def _driver_opens(self) -> bool:
         return isinstance(self.store.files, FileSystem) and self.store.files.local
 
+    def _driver_store(self) -> tuple[ArrowFiles, IndexStore]:
+        """The index's folders as pyarrow opens them on the driver (the same folders: ``_driver_opens``)."""
+        files = ArrowFiles(self.path)
+        return files, IndexStore(files, files.root)
+
     def _lookup_on_driver(self, fps: DataFrame, held: HeldBatch, k: int, id_type: str) -> Lookup:
         """``lookup`` of a batch the driver holds, read with pyarrow: the same marked ``fps``, touched
         entries and statistics, and the entries as rows on the driver."""
-        files = ArrowFiles(self.path)
-        store = IndexStore(files, files.root)
+        files, store = self._driver_store()
         known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
         linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
         found = local_files.touched_entries(
@@ -394,9 +398,10 @@ class IndexSession:
         entries on the driver, which writes them itself when it opens the index (no Spark job)."""
         snap_id = self.store.new_snapshot(self.run_date, self.lease.writer)
         if rows is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
-            files = ArrowFiles(self.path)
-            folder = IndexStore(files, files.root).snapshot_dir(snap_id)
-            n = local_files.write_snapshot_files(files, folder, self.layout, rows, id_type)
+            files, store = self._driver_store()
+            n = local_files.write_snapshot_files(
+                files, store.snapshot_dir(snap_id), self.layout, rows, id_type
+            )
             snap = Snapshot(snap_id, (self.run_date,), n * len(self.layout.masks()), n, now())
         else:
             snap = write_snapshot(self.store, self.layout, entries, snap_id, (self.run_date,))
