@@ -211,7 +211,7 @@ def test_report_of_the_run(result):
     checker = Checker()
     checker.feed(page)
     assert not checker.errors and checker.stack == []
-    assert len(checker.images) >= 4
+    assert checker.drawings >= 4
     summary = json.loads((result / "summary.json").read_text("utf-8"))
     shown = page.count('class="cluster"')
     assert shown == min(20, summary["clusters"]) and shown > 0

@@ -1,34 +1,40 @@
 """The run report: rendered from plain data, checked as HTML, and (where Chromium is installed) rendered
 headless to a screenshot that must not be blank."""
 
-import base64
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
 
 from simhash_spark.core.fingerprint import STATUSES
+from simhash_spark.report.plots import WIDTH, Plot, barh, bars, histogram, nice_ticks
 from simhash_spark.report.render import ExampleCluster, Member, ReportData, figures, highlight, render
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
 
 
 class Checker(HTMLParser):
-    """Tags balanced and properly nested; collects image sources."""
+    """Tags balanced and properly nested; counts the drawings (inline SVG) and images."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stack: list[str] = []
-        self.images: list[str] = []
+        self.drawings = 0
+        self.images = 0
         self.errors: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        if tag == "img":
-            self.images.append(dict(attrs).get("src", ""))
+        self.drawings += tag == "svg"
+        self.images += tag == "img"
         if tag not in VOID:
             self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):  # <rect .../>: opens and closes itself
+        pass
 
     def handle_endtag(self, tag):
         if not self.stack or self.stack[-1] != tag:
@@ -78,63 +84,81 @@ def sample() -> ReportData:
     return ReportData(summary, sizes, distances, [0.81, 0.9, 1.0] * 20, examples)
 
 
-def _overlaps(fig) -> list[tuple[str, str]]:
-    """Pairs of visible texts (tick labels, axis labels, title, bar values) whose drawn boxes overlap."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    texts = []
-    for ax in fig.axes:
-        for t in (
-            *ax.get_xticklabels(),
-            *ax.get_yticklabels(),
-            ax.xaxis.label,
-            ax.yaxis.label,
-            ax.title,
-            *ax.texts,
-        ):
-            if t.get_visible() and t.get_text().strip():
-                texts.append((t.get_text(), t.get_window_extent(renderer).expanded(1.0, 1.0)))
-    return [
+def _overlaps(plot: Plot) -> list[tuple[str, str]]:
+    """Pairs of a plot's labels (tick and axis labels, title, bar values) whose boxes overlap, and labels
+    that leave the drawing."""
+    boxes = [(t.text, t.box()) for t in plot.texts]
+    outside = [
+        (text, "edge")
+        for text, (x0, y0, x1, y1) in boxes
+        if x0 < 0 or y0 < 0 or x1 > WIDTH or y1 > plot.height
+    ]
+    return outside + [
         (a, b)
-        for i, (a, box_a) in enumerate(texts)
-        for b, box_b in texts[i + 1 :]
-        if box_a.x0 < box_b.x1 - 1
-        and box_b.x0 < box_a.x1 - 1
-        and box_a.y0 < box_b.y1 - 1
-        and box_b.y0 < box_a.y1 - 1
+        for i, (a, box_a) in enumerate(boxes)
+        for b, box_b in boxes[i + 1 :]
+        if box_a[0] < box_b[2] - 1
+        and box_b[0] < box_a[2] - 1
+        and box_a[1] < box_b[3] - 1
+        and box_b[1] < box_a[3] - 1
     ]
 
 
 @pytest.fixture
-def figs():
-    """The sample report's figures, closed afterwards."""
-    import matplotlib.pyplot as plt
-
-    made = figures(sample())
-    yield made
-    for fig in made:
-        plt.close(fig)
+def figs() -> list[Plot]:
+    return figures(sample())
 
 
 def test_no_two_labels_of_a_plot_overlap(figs):
     assert len(figs) == 5
-    for fig in figs:
-        title = fig.axes[0].get_title()
-        assert _overlaps(fig) == [], title
+    for plot in figs:
+        assert _overlaps(plot) == [], plot.title
+
+
+def test_crowded_plots_keep_labels_apart():
+    """Many wide bars (counts of millions at 40 distances), long and Chinese category names, a
+    threshold at the right edge: labels turn or thin out instead of overlapping."""
+    crowded = [
+        bars(
+            "distances",
+            [str(d) for d in range(40)],
+            [1_234_567 // (d + 1) for d in range(40)],
+            "bits",
+            "pairs",
+        ),
+        barh("statuses", ["已索引", "a very long status name indeed", "x"], [10**9, 1, 0], "documents"),
+        histogram("similarity", [0.97, 0.99, 1.0] * 50_000, 0.95, 0.999),
+        barh("nothing", [], [], "documents"),
+    ]
+    for plot in crowded:
+        assert _overlaps(plot) == [], plot.title
+    assert {t.vertical for t in crowded[0].texts if t.text in {"1,234,567", "39"}} == {True}
+    assert "1,000,000,000" in {t.text for t in crowded[1].texts}
 
 
 def test_plots_show_what_a_reader_needs(figs):
-    sizes, _, status, stage, sims = (fig.axes[0] for fig in figs)
-    assert status.get_xscale() == "linear" and sizes.get_xscale() == "linear"
+    sizes, _, status, stage, sims = figs
+
+    def labels(plot):  # the category names, top to bottom
+        return [t.text for t in plot.texts if t.anchor == "end" and not t.vertical]
+
     # every status with documents is a bar with its count printed, however small
-    assert [t.get_text() for t in status.get_yticklabels()][::-1] == list(STATUSES[:6])
-    assert {"990,000", "2", "3"} <= {t.get_text() for t in status.texts}
+    assert labels(status) == list(STATUSES[:6])
+    assert {"990,000", "2", "3"} <= {t.text for t in status.texts}
+    assert labels(sizes)[:3] == ["2", "3", "4"] and "50,000" in {t.text for t in sizes.texts}
     # the whole run is in the title, not a bar that dwarfs the stages
-    assert "total" not in [t.get_text() for t in stage.get_yticklabels()] and "402.5 s" in stage.get_title()
+    assert "total" not in labels(stage) and "402.5 s" in stage.title
     # the similarity axis spans where accepted pairs are, with the threshold marked
-    low, high = sims.get_xlim()
-    assert 0.75 <= low <= 0.8 and high >= 1.0
-    assert any("threshold 0.8" in t.get_text() for t in sims.texts)
+    ticks = [float(t.text) for t in sims.texts if t.anchor == "middle" and t.text.replace(".", "").isdigit()]
+    assert 0.75 <= min(ticks) <= 0.8 and max(ticks) == 1.0
+    assert any("threshold 0.8" in t.text for t in sims.texts)
+
+
+def test_nice_ticks_cover_the_largest_value():
+    for high in (0.4, 1, 7, 37.9, 75.4, 123_456, 10**9):
+        ticks = nice_ticks(high)
+        assert ticks[0] == 0 and ticks[-1] >= high and len(ticks) <= 8
+        assert ticks[-2] < high  # no empty step at the top
 
 
 def test_report_is_well_formed_and_self_contained():
@@ -144,12 +168,15 @@ def test_report_is_well_formed_and_self_contained():
     checker.close()
     assert not checker.errors and checker.stack == []
     assert page.startswith("<!DOCTYPE html>") and 'charset="utf-8"' in page
-    assert len(checker.images) == 5
-    for src in checker.images:
-        assert src.startswith("data:image/png;base64,")
-        png = base64.b64decode(src.split(",", 1)[1])
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
-    assert "http://" not in page and "https://" not in page  # nothing fetched from elsewhere
+    drawings = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(drawings) == 5
+    for drawing in drawings:  # each a well-formed SVG document of bars and labels
+        root = ElementTree.fromstring(drawing)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert len(root.findall(".//{http://www.w3.org/2000/svg}rect")) >= 3
+    assert checker.drawings == 5 and checker.images == 0
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
+    assert "https://" not in page
     assert page.count('class="cluster"') == 20
     assert "&lt;b&gt;&amp;" in page  # texts escaped
     assert "<del>城市更新</del>" in page and "<ins>乡村振兴</ins>" in page
@@ -196,9 +223,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
         capture_output=True,
         timeout=120,
     )
-    import matplotlib.image
-
-    img = np.asarray(matplotlib.image.imread(str(shot)))[..., :3]
+    image = pytest.importorskip("PIL.Image", reason="Pillow reads the screenshot")
+    img = np.asarray(image.open(shot).convert("RGB"), dtype=float) / 255
     assert img.shape[0] >= 1000 and img.shape[1] >= 1000
     non_white = (img < 0.95).any(axis=2).mean()
     assert 0.02 < non_white < 0.9, f"screenshot looks blank or broken ({non_white:.3f} non-white)"

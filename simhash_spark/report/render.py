@@ -1,21 +1,21 @@
-"""Rendering the run report from plain data (no Spark): plots with matplotlib, texts diffed with difflib.
-The example texts are shown as they are: a browser needs a CJK font to show Chinese (README).
+"""Rendering the run report from plain data (no Spark): plots as inline SVG (``report.plots``), texts
+diffed with difflib. The example texts are shown as they are: a browser needs a CJK font to show Chinese
+(README).
 
-The page is one file with everything inline (PNG as data URIs, CSS in a style element), so it can be
-mailed, attached to a ticket or opened from object storage without the output folder around it.
+The page is one file with everything inline (SVG elements, CSS in a style element), so it can be mailed,
+attached to a ticket or opened from object storage without the output folder around it.
 """
 
 from __future__ import annotations
 
-import base64
 import difflib
 import html
-import io
 import itertools
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from simhash_spark.report.plots import Plot, barh, bars, histogram
 
 MAX_TEXT = 3000  # characters of each example text shown
 
@@ -48,102 +48,6 @@ class ReportData:
     pair_distances: dict[int, int]  # Hamming distance -> accepted pairs
     pair_similarities: list[float] = field(default_factory=list)  # a sample of verified similarities
     examples: list[ExampleCluster] = field(default_factory=list)
-
-
-def _png(fig: Any) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _empty(ax: Any, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def _plain(x: float, _pos: int) -> str:
-    """Tick labels as plain numbers with thousands separators (not matplotlib's "1e6" offset)."""
-    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:g}"
-
-
-def _labelled(fig: Any, ax: Any, title: str, xlabel: str, ylabel: str) -> Any:
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    fig.tight_layout()
-    return fig
-
-
-def bar_figure(title: str, labels: list[str], counts: Sequence[float], xlabel: str, ylabel: str) -> Any:
-    """Vertical bars for short numeric labels (bits), each bar's count printed on it: a linear
-    axis where a small bar would be invisible still shows its number."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    if labels:
-        bars = ax.bar(labels, counts, color="#3b6ea8")
-        ax.bar_label(bars, labels=[f"{c:,}" for c in counts], fontsize=7, padding=2)
-        ax.margins(y=0.15)
-        ax.yaxis.set_major_formatter(_plain)
-        if len(labels) > 24:  # rotated, so long runs of labels stay apart
-            ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-    else:
-        _empty(ax, "nothing to show")
-    return _labelled(fig, ax, title, xlabel, ylabel)
-
-
-def barh_figure(
-    title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str = "", fmt: str = "{:,}"
-) -> Any:
-    """Horizontal bars for named categories (statuses, stages, size ranges): names of any length stay
-    readable, one per row, and each value is printed at its bar's end."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.32 * max(3, len(labels))))
-    if labels:
-        bars = ax.barh(labels[::-1], values[::-1], color="#3b6ea8")
-        ax.bar_label(bars, labels=[fmt.format(v) for v in values[::-1]], fontsize=7, padding=2)
-        ax.margins(x=0.2)
-        ax.xaxis.set_major_formatter(_plain)
-    else:
-        _empty(ax, "nothing to show")
-    return _labelled(fig, ax, title, xlabel, ylabel)
-
-
-def similarity_figure(values: list[float], threshold: float | None) -> Any:
-    """Histogram over the range the similarities occupy (accepted pairs sit above the threshold), with
-    the threshold marked."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    if values:
-        low = min([*values, threshold if threshold is not None else 1.0])
-        low = max(0.0, int(low * 20) / 20)  # down to a multiple of 0.05
-        ax.hist(values, bins=20, range=(low, 1.0), color="#5a9e6f")
-        if threshold is not None:
-            ax.axvline(threshold, color="#b33", linestyle="--", linewidth=1)
-            ax.annotate(
-                f"threshold {threshold:g}",
-                (threshold, 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(4, -12),
-                textcoords="offset points",
-                fontsize=7,
-                color="#b33",
-            )
-    else:
-        _empty(ax, "no verified pairs")
-    return _labelled(fig, ax, "similarity of verified pairs", "similarity", "pairs")
 
 
 def _size_buckets(sizes: dict[int, int]) -> tuple[list[str], list[int]]:
@@ -222,7 +126,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
-.grid{display:flex;flex-wrap:wrap;gap:1em}.grid img{max-width:100%}
+.grid{display:flex;flex-wrap:wrap;gap:1em}.grid svg{max-width:100%;height:auto}
 .pair{display:flex;gap:1em;margin:.6em 0}.doc{flex:1;background:#fafafa;border:1px solid #ddd;padding:.4em}
 .doc p{white-space:pre-wrap;font-size:.9em;margin:.2em 0}.doc h4{margin:.2em 0;font-size:.9em}
 del{background:#f6c6c6;text-decoration:none}ins{background:#c6f0c6;text-decoration:none}
@@ -231,25 +135,25 @@ del{background:#f6c6c6;text-decoration:none}ins{background:#c6f0c6;text-decorati
 """
 
 
-def figures(data: ReportData) -> list[Any]:
-    """The report's plots as matplotlib figures (rendered to PNG by ``render``; tests inspect them)."""
+def figures(data: ReportData) -> list[Plot]:
+    """The report's plots (``render`` inlines their SVG; tests inspect their labels)."""
     s = data.summary
     statuses = {k: v for k, v in s.get("status", {}).items() if v}  # every status is in the table below
     stages = _stages(s)
     total = s.get("timings_s", {}).get("total")
     size_labels, size_counts = _size_buckets(data.cluster_sizes)
     dists = sorted(data.pair_distances)
-    figs = [
-        barh_figure("cluster sizes", size_labels, size_counts, "clusters", "documents per cluster"),
-        bar_figure(
+    plots = [
+        barh("cluster sizes (documents per cluster)", size_labels, size_counts, "clusters"),
+        bars(
             "Hamming distance of accepted pairs",
             [str(d) for d in dists],
             [data.pair_distances[d] for d in dists],
             "bits",
             "pairs",
         ),
-        barh_figure("documents per status", list(statuses), list(statuses.values()), "documents"),
-        barh_figure(
+        barh("documents per status", list(statuses), list(statuses.values()), "documents"),
+        barh(
             "time per stage" + (f" (whole run {total:.1f} s)" if total is not None else ""),
             list(stages),
             [float(v["seconds"]) for v in stages.values()],
@@ -259,8 +163,16 @@ def figures(data: ReportData) -> list[Any]:
     ]
     if data.pair_similarities:
         threshold = (s.get("verify") or {}).get("min_similarity")
-        figs.append(similarity_figure(data.pair_similarities, threshold))
-    return figs
+        plots.append(_similarities(data.pair_similarities, threshold))
+    return plots
+
+
+def _similarities(values: list[float], threshold: float | None) -> Plot:
+    """Over the range the similarities occupy (accepted pairs sit above the threshold), from a multiple
+    of 0.05, with the threshold marked."""
+    low = min([*values, threshold if threshold is not None else 1.0])
+    low = max(0.0, int(low * 20) / 20)
+    return histogram("similarity of verified pairs", values, low, threshold)
 
 
 def _stages(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -303,7 +215,7 @@ def render(data: ReportData) -> str:
         ("pairs", s.get("pairs_accepted", 0)),
         ("pairs complete", "yes" if s.get("pairs_complete", True) else "no"),
     ]
-    plots = [_png(fig) for fig in figures(data)]
+    plots = [plot.svg() for plot in figures(data)]
     buckets = [(b.get("band"), b.get("key"), b.get("fingerprints")) for b in s.get("largest_buckets", [])]
     parts = [
         "<!DOCTYPE html>",
@@ -315,7 +227,7 @@ def render(data: ReportData) -> str:
         + "".join(f"<div>{html.escape(k)}<b>{html.escape(str(v))}</b></div>" for k, v in kpis)
         + "</div>",
         "<h2>Plots</h2>",
-        '<div class="grid">' + "".join(f'<img alt="plot" src="{p}">' for p in plots) + "</div>",
+        '<div class="grid">' + "".join(plots) + "</div>",
         "<h2>Completeness</h2>",
         _completeness(s),
         "<h2>Documents per status</h2>",
