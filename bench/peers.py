@@ -10,7 +10,13 @@ on disk, measured side by side in one run:
   written as Parquet;
 - ``job_20``: the job on the first 20 documents (what a first try on a sample costs);
 - ``job_spark_link``, ``job_spark_link_20``: the same with ``cluster.local_max_documents=0`` (the Spark
-  linking steps instead of the driver's).
+  linking steps instead of the driver's);
+- ``job_no_archive``, ``job_20_no_archive``: the same with ``spark.class_archive=off`` (the driver JVM
+  loads Spark's classes itself, as every run did before the class archive).
+
+The job's other peers run as users' local runs do from their second run on: with the driver's class
+archive in the user's cache (``simhash_spark/class_archive.py``). Before the rounds the bench runs the job
+twice on the 20 documents (the first writes the archive when its JVM exits, the second checks it).
 
     .venv/bin/python bench/peers.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
         [--peers job,datasketch,mllib,job_20]
@@ -34,6 +40,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from simhash_spark import class_archive
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
 THRESHOLD = 0.8
@@ -103,12 +111,21 @@ def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str],
     py, me = sys.executable, str(Path(__file__).resolve())
     out = work / peer
     if peer.startswith("job"):
-        src = small if peer.endswith("_20") else corpus
+        src = small if "_20" in peer else corpus
         cmd = [py, "-m", "simhash_spark", "dedup", "--input", src, "--output", str(out), "--quiet"]
         if "spark_link" in peer:  # the Spark linking steps even where the driver would link
             cmd += ["--set", "cluster.local_max_documents=0"]
+        if "no_archive" in peer:
+            cmd += ["--set", "spark.class_archive=off"]
         return cmd, out / "pairs"
     return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
+
+
+def warm_archive(small: str, work: Path) -> None:
+    """The class archive as a user has it after a first local run: written, then checked."""
+    for i in range(2):
+        timed(commands("job_20", small, small, work / f"warm{i}")[0])
+        class_archive.wait_for_writers(class_archive.default_directory(), 300)
 
 
 def count_pairs(path: Path) -> int:
@@ -136,6 +153,8 @@ def main() -> None:
     pq.write_table(table, corpus)
     pq.write_table(table.slice(0, 20), small)
     peers = args.peers.split(",")
+    if any(p.startswith("job") for p in peers):
+        warm_archive(small, work)
     seconds: dict[str, list[float]] = {p: [] for p in peers}
     found: dict[str, int] = {}
     for _ in range(args.repeat):

@@ -108,6 +108,9 @@ class SparkConfig:
     app_name: str = "simhash_spark"
     arrow_batch_size: int = 1000
     min_fingerprint_partitions: int = 0
+    class_archive: str = (
+        "auto"  # local runs' driver JVM class archive: "auto" (the user's cache), "off", a folder
+    )
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "spark.arrow_batch_size": _at_least(1),
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),
+    "spark.class_archive": lambda v: None if v.strip() else 'must be "auto", "off" or a folder',
     "index.scheme": _scheme,
     "index.expected_entries": _at_least(1),
     "index.partitions": _at_least(1),

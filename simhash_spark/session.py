@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from simhash_spark import class_archive
 from simhash_spark.config import Config
+
+log = logging.getLogger(__name__)
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def launched_by_spark_submit() -> bool:
@@ -46,6 +52,54 @@ def _defaults(cfg: Config, local: bool) -> dict[str, str]:
     return out
 
 
+def _jvm_running() -> bool:
+    """Whether this process has a driver JVM already (a session built before, as in tests and notebooks)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+def _class_archive(cfg: Config, settings: dict[str, str]) -> class_archive.Plan | None:
+    """The class archive plan of a driver JVM this process is about to start; None where no JVM starts
+    here (a session exists), the user set the driver's Java options, or the archive is off."""
+    where = cfg.spark.class_archive.strip()
+    wanted_elsewhere = JAVA_OPTIONS in settings or "java-options" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if where == "off" or wanted_elsewhere or _jvm_running():
+        return None
+    from pyspark.find_spark_home import _find_spark_home
+
+    directory = class_archive.default_directory() if where == "auto" else Path(where).expanduser()
+    jars = Path(_find_spark_home()) / "jars"
+    try:
+        plan = class_archive.plan(directory, jars, settings.get("spark.driver.memory", ""))
+    except OSError as e:  # an unwritable cache costs the speed-up, never the run
+        log.info("no JVM class archive (%s): %s", directory, e)
+        return None
+    if plan.state == "using":
+        log.info("JVM class archive: %s", plan.path)
+    elif plan.state == "writing":
+        log.info(
+            "JVM class archive: this run's JVM writes %s when it exits; later local runs start from it "
+            '(spark.class_archive = "off" turns it off)',
+            plan.path,
+        )
+    return plan
+
+
+def _archive_started(spark: SparkSession, plan: class_archive.Plan) -> None:
+    """A writing JVM says who it is, so the next run can tell when its archive is complete."""
+    if plan.state != "writing":
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        classpath = str(jvm.java.lang.System.getProperty("java.class.path"))
+        class_archive.record_writer(plan, pid, classpath)
+    except Exception as e:  # without the record the archive is never used: only the speed-up is lost
+        log.info("JVM class archive not recorded: %s", e)
+
+
 def build_session(
     cfg: Config, *, master: str | None = None, remote: str | None = None, conf: dict[str, str] | None = None
 ) -> SparkSession:
@@ -65,9 +119,14 @@ def build_session(
     taken = _submitted_keys()
     settings = {k: v for k, v in _defaults(cfg, local=not submitted and not remote).items() if k not in taken}
     settings.update(conf or {})
+    archive = _class_archive(cfg, settings) if not submitted and not remote else None
+    if archive is not None and archive.options:
+        settings[JAVA_OPTIONS] = archive.options
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if archive is not None:
+        _archive_started(spark, archive)
     batch = "spark.sql.execution.arrow.maxRecordsPerBatch"
     if batch in settings:  # an existing session (tests, notebooks) keeps its own otherwise
         spark.conf.set(batch, settings[batch])

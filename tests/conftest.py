@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +11,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # PySpark 3.5's pyspark.testing imports pandas-on-Spark, which warns (an error here) unless this is set
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# the jobs the tests start as processes keep their JVM class archive (spark.class_archive = "auto") here,
+# not in the user's cache; removed with the test run
+CACHE = tempfile.mkdtemp(prefix="simhash_spark-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = CACHE
+atexit.register(shutil.rmtree, CACHE, ignore_errors=True)
 
 CORPORA = Path(os.environ.get("SIMHASH_CORPORA", Path(__file__).resolve().parents[2] / "shared" / "corpora"))
 

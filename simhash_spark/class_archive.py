@@ -1,0 +1,202 @@
+"""A class archive for the driver JVM of local runs (Java's application class-data sharing).
+
+Most of a small local run is the JVM loading and verifying Spark's classes: the session and the first
+query. Java 17 can write the classes a process loaded to an archive when it exits
+(``-XX:ArchiveClassesAtExit``) and map them from there at the next start (``-XX:SharedArchiveFile``).
+
+The protocol, per archive key (the Java installation, the Spark jars, the driver's memory):
+
+1. A run that finds no archive and no other run writing one starts its JVM with
+   ``ArchiveClassesAtExit=<key>.<pid>.tmp`` and records, beside it, its JVM's process id and class path.
+   The JVM writes the archive when it exits, after the run's result is out: the process has returned,
+   but the JVM still holds its standard output, so a caller that reads that output to its end waits for
+   the archive too (once per key).
+2. A later run that finds such a record whose JVM is gone checks the archive in a separate JVM with
+   ``-Xshare:on`` (which refuses an incomplete or mismatched archive instead of using it: the JVM crashes
+   on a truncated one even in its default mode) and only then renames it to ``<key>.jsa``.
+3. A run that finds ``<key>.jsa`` maps it. A rename is atomic: a reader sees a checked archive or none.
+
+Nothing here changes what a run computes; the archive only saves class loading. Under spark-submit the
+driver JVM is already running when the job starts: docs/deploy.md says how to give it an archive there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # the dump lists every class it skips; a mismatch warns
+KEEP = 3  # archives kept per directory (other Spark or Java versions), the most recently used
+ABANDONED_S = 3600.0  # a temporary archive without a live writer older than this is removed
+CHECK_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the driver JVM is started with: ``options`` (Java options, "" for none) and ``state``:
+    ``using`` an archive, ``writing`` one at exit, ``busy`` (another run is writing it), or why not."""
+
+    state: str
+    options: str = ""
+    path: Path | None = None
+
+
+def default_directory() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "simhash_spark"
+
+
+def java_executable() -> Path | None:
+    """The java PySpark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def java_release(java: Path) -> dict[str, str]:
+    """The installation's ``release`` file (``JAVA_VERSION="17.0.15"``, ...), empty when it has none."""
+    try:
+        text = (java.parent.parent / "release").read_text("utf-8", errors="replace")
+    except OSError:
+        return {}
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {k.strip(): v.strip().strip('"') for k, v in pairs}
+
+
+def java_major(release: dict[str, str]) -> int | None:
+    version = release.get("JAVA_VERSION", "")
+    head = version.split(".")[0]
+    if head == "1":  # 1.8.0_392
+        head = version.split(".")[1] if "." in version else ""
+    return int(head) if head.isdigit() else None
+
+
+def archive_key(java: Path, release: dict[str, str], jars: Path, driver_memory: str) -> str:
+    """Changes whenever the archive would not fit: another Java build, other Spark jars, a heap size
+    that changes how the JVM lays objects out."""
+    h = hashlib.sha256()
+    stat = java.stat()
+    h.update(f"{java}|{stat.st_size}|{stat.st_mtime_ns}|{sorted(release.items())}|{driver_memory}".encode())
+    for jar in sorted(jars.glob("*.jar")):
+        st = jar.stat()
+        h.update(f"|{jar.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def _alive(pid: int, marker: str) -> bool:
+    """Whether process ``pid`` runs and (where /proc says) is the JVM started with ``marker``."""
+    if Path("/proc/self/cmdline").exists():
+        try:
+            return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _checks(java: Path, archive: Path, classpath: str) -> bool:
+    """A JVM that must map ``archive`` (``-Xshare:on``) with the writer's class path starts."""
+    cmd = [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *QUIET.split(), "-cp", classpath]
+    try:
+        done = subprocess.run(
+            [*cmd, "-version"],
+            capture_output=True,
+            timeout=CHECK_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _settle(directory: Path, key: str, java: Path, now: float) -> bool:
+    """Check and rename the archives of runs whose JVMs are gone; drop what cannot be used. Returns
+    whether a run is still writing one."""
+    final, busy = directory / f"{key}.jsa", False
+    for record in directory.glob(f"{key}.*.tmp.json"):
+        archive = record.with_name(record.name[: -len(".json")])
+        try:
+            info = json.loads(record.read_text("utf-8"))
+            if _alive(int(info["jvm_pid"]), str(archive)):
+                busy = True
+                continue
+            if archive.exists() and not final.exists() and _checks(java, archive, str(info["classpath"])):
+                os.replace(archive, final)
+                log.info("JVM class archive checked: %s", final)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.debug("leaving the class archive record %s: %s", record, e)
+        archive.unlink(missing_ok=True)
+        record.unlink(missing_ok=True)
+    for orphan in directory.glob(f"{key}.*.tmp"):  # a writer that never recorded itself
+        if (
+            not orphan.with_name(orphan.name + ".json").exists()
+            and now - orphan.stat().st_mtime > ABANDONED_S
+        ):
+            orphan.unlink(missing_ok=True)
+    return busy
+
+
+def _prune(directory: Path) -> None:
+    archives = sorted(directory.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def plan(directory: Path, jars: Path, driver_memory: str, now: float | None = None) -> Plan:
+    """The archive plan for a driver JVM about to start (see the module's protocol)."""
+    java = java_executable()
+    if java is None or os.name != "posix":
+        return Plan("unsupported")
+    release = java_release(java)
+    major = java_major(release)
+    if major is None or major < 17 or not jars.is_dir():
+        return Plan("unsupported")
+    now = time.time() if now is None else now
+    directory.mkdir(parents=True, exist_ok=True)
+    key = archive_key(java, release, jars, driver_memory)
+    final = directory / f"{key}.jsa"
+    busy = False if final.exists() else _settle(directory, key, java, now)
+    if final.exists():
+        os.utime(final)  # the most recently used are kept
+        return Plan("using", f"-XX:SharedArchiveFile={final} {QUIET}", final)
+    if busy:
+        return Plan("busy")
+    _prune(directory)
+    temp = directory / f"{key}.{os.getpid()}.tmp"
+    return Plan("writing", f"-XX:ArchiveClassesAtExit={temp} {QUIET}", temp)
+
+
+def record_writer(plan: Plan, jvm_pid: int, classpath: str) -> None:
+    """Written once the JVM runs: who writes ``plan.path`` and with which class path it is checked."""
+    assert plan.state == "writing" and plan.path is not None
+    record = plan.path.with_name(plan.path.name + ".json")
+    partial = record.with_name(record.name + ".partial")
+    partial.write_text(json.dumps({"jvm_pid": jvm_pid, "classpath": classpath}), "utf-8")
+    os.replace(partial, record)
+
+
+def wait_for_writers(directory: Path, timeout_s: float) -> bool:
+    """Wait until no recorded writer's JVM runs (its archive is then complete, or never will be);
+    whether that happened within ``timeout_s``. Benchmarks and tests use it to time warm runs."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        records = [(r, json.loads(r.read_text("utf-8"))) for r in directory.glob("*.tmp.json")]
+        if not any(_alive(int(info["jvm_pid"]), str(r)[: -len(".json")]) for r, info in records):
+            return True
+        time.sleep(0.5)
+    return False

@@ -1,0 +1,207 @@
+"""The driver JVM's class archive (simhash_spark/class_archive.py): a run uses an archive only once a
+separate JVM has mapped it with -Xshare:on; one run at a time writes it; keys follow what the archive
+depends on. Archives here are written by a bare `java -version`, not Spark (which takes seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from simhash_spark import class_archive as ca
+from simhash_spark.config import load_config, with_overrides
+
+
+@pytest.fixture
+def jars(tmp_path: Path) -> Path:
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    (folder / "spark-core.jar").write_bytes(b"jar one")
+    return folder
+
+
+def _java() -> Path:
+    java = ca.java_executable()
+    if java is None:
+        pytest.skip("no java")
+    return java
+
+
+def _write_archive(plan: ca.Plan, classpath: str) -> subprocess.Popen:
+    """What the writing run's JVM does: archive the classes it loaded when it exits. Returns the
+    finished process (its pid is the writer's)."""
+    assert plan.state == "writing"
+    proc = subprocess.Popen(
+        [str(_java()), *plan.options.split(), "-cp", classpath, "-version"], stderr=subprocess.DEVNULL
+    )
+    proc.wait(60)
+    return proc
+
+
+def test_first_run_writes_then_later_runs_use_the_checked_archive(tmp_path, jars):
+    cache = tmp_path / "cache"
+    first = ca.plan(cache, jars, "")
+    assert (
+        first.state == "writing" and first.path is not None and "-XX:ArchiveClassesAtExit=" in first.options
+    )
+    writer = _write_archive(first, str(tmp_path))
+    ca.record_writer(first, writer.pid, str(tmp_path))
+    second = ca.plan(cache, jars, "")
+    assert second.state == "using" and second.path == cache / f"{first.path.name.split('.')[0]}.jsa"
+    assert f"-XX:SharedArchiveFile={second.path}" in second.options and "-Xlog:cds=off" in second.options
+    assert sorted(p.name for p in cache.iterdir()) == [second.path.name]  # temp and record gone
+    assert ca.plan(cache, jars, "").state == "using"
+
+
+def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars):
+    """A JVM crashes on a truncated archive even in its default sharing mode: one is never renamed
+    into place (the writer was killed while dumping, or the disk filled)."""
+    cache = tmp_path / "cache"
+    first = ca.plan(cache, jars, "")
+    writer = _write_archive(first, str(tmp_path))
+    assert first.path is not None
+    whole = first.path.read_bytes()
+    first.path.chmod(0o644)
+    first.path.write_bytes(whole[: len(whole) // 3])
+    ca.record_writer(first, writer.pid, str(tmp_path))
+    again = ca.plan(cache, jars, "")
+    assert again.state == "writing" and not first.path.exists()
+    assert not list(cache.glob("*.jsa"))
+
+
+def test_a_run_writing_the_archive_keeps_others_from_writing_it(tmp_path, jars):
+    cache = tmp_path / "cache"
+    first = ca.plan(cache, jars, "")
+    assert first.path is not None
+    # a live process whose command line names the temporary archive, as the writing JVM's does
+    jvm = subprocess.Popen(["sh", "-c", "sleep 30", str(first.path)])
+    try:
+        ca.record_writer(first, jvm.pid, str(tmp_path))
+        assert ca.plan(cache, jars, "").state == "busy"
+    finally:
+        jvm.kill()
+        jvm.wait()
+    # gone without writing anything: the record is cleared and the next run writes
+    nxt = ca.plan(cache, jars, "")
+    assert nxt.state == "writing" and not list(cache.glob("*.json"))
+
+
+def test_abandoned_temporary_archives_are_removed(tmp_path, jars):
+    cache = tmp_path / "cache"
+    plan = ca.plan(cache, jars, "")
+    assert plan.path is not None
+    stray = cache / f"{plan.path.name.split('.')[0]}.999.tmp"
+    stray.write_bytes(b"half an archive")
+    ca.plan(cache, jars, "", now=time.time() + 10)
+    assert stray.exists()  # maybe a writer about to record itself
+    ca.plan(cache, jars, "", now=time.time() + ca.ABANDONED_S + 10)
+    assert not stray.exists()
+
+
+def test_the_key_follows_what_the_archive_depends_on(tmp_path, jars):
+    java = _java()
+    release = ca.java_release(java)
+    key = ca.archive_key(java, release, jars, "")
+    assert ca.archive_key(java, release, jars, "") == key
+    assert ca.archive_key(java, release, jars, "64g") != key  # another heap layout
+    assert ca.archive_key(java, {**release, "JAVA_VERSION": "21.0.1"}, jars, "") != key
+    (jars / "spark-sql.jar").write_bytes(b"jar two")  # another Spark
+    assert ca.archive_key(java, release, jars, "") != key
+
+
+def test_only_the_most_recently_used_archives_are_kept(tmp_path, jars):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for i in range(5):
+        old = cache / f"{i:016x}.jsa"
+        old.write_bytes(b"x")
+        os.utime(old, (1000 + i, 1000 + i))
+    ca.plan(cache, jars, "")  # writing a new one makes room
+    assert sorted(p.name for p in cache.glob("*.jsa")) == [f"{i:016x}.jsa" for i in (2, 3, 4)]
+
+
+@pytest.mark.parametrize(
+    ("version", "major"), [("17.0.15", 17), ("21", 21), ("1.8.0_392", 8), ("11.0.2", 11), ("", None)]
+)
+def test_java_major(version, major):
+    assert ca.java_major({"JAVA_VERSION": version}) == major
+
+
+def test_older_java_or_no_java_gets_no_options(tmp_path, jars, monkeypatch):
+    home = tmp_path / "jdk11"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text("#!/bin/sh\n")
+    (home / "release").write_text('JAVA_VERSION="11.0.2"\n')
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    assert ca.plan(tmp_path / "cache", jars, "") == ca.Plan("unsupported")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert ca.plan(tmp_path / "cache", jars, "") == ca.Plan("unsupported")
+
+
+def test_a_session_leaves_the_archive_to_the_user_when_told(tmp_path, monkeypatch):
+    """Off by configuration, or the driver's Java options set by the user: no plan, nothing written."""
+    from simhash_spark import session
+
+    monkeypatch.setattr(session, "_jvm_running", lambda: False)
+    cfg = with_overrides(load_config(), {"spark.class_archive": str(tmp_path / "c")})
+    assert session._class_archive(cfg, {}) is not None
+    assert session._class_archive(cfg, {"spark.driver.extraJavaOptions": "-Xss4m"}) is None
+    off = with_overrides(load_config(), {"spark.class_archive": "off"})
+    assert session._class_archive(off, {}) is None
+    monkeypatch.setattr(session, "_jvm_running", lambda: True)  # the test session's JVM: nothing to plan
+    assert session._class_archive(cfg, {}) is None
+    assert [p.name for p in (tmp_path / "c").iterdir()] == []  # planned, nothing written before a JVM runs
+
+
+def test_records_are_written_whole(tmp_path, jars):
+    plan = ca.plan(tmp_path / "cache", jars, "")
+    ca.record_writer(plan, 123, "/a:/b")
+    assert plan.path is not None
+    record = plan.path.with_name(plan.path.name + ".json")
+    assert json.loads(record.read_text()) == {"jvm_pid": 123, "classpath": "/a:/b"}
+    assert not list((tmp_path / "cache").glob("*.partial"))
+
+
+@pytest.mark.slow
+def test_local_runs_write_then_map_the_archive_with_the_same_outputs(tmp_path):
+    """Three `python -m simhash_spark` runs in one cache: the first writes the archive when its JVM
+    exits, the next checks and maps it, the third maps it; every run gives the same documents."""
+    import sys
+
+    import pandas as pd
+
+    from simhash_spark.demo.corpus import write_corpus
+
+    corpus = tmp_path / "c.parquet"
+    write_corpus(corpus, n_docs=40, seed=3)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYSPARK_PYTHON": sys.executable}
+    logs, outputs = [], []
+    for i in range(3):
+        out = tmp_path / f"out{i}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "simhash_spark",
+            "dedup",
+            "--input",
+            str(corpus),
+            "--output",
+            str(out),
+            "--quiet",
+        ]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=True)
+        logs.append(done.stderr)
+        outputs.append(pd.read_parquet(out / "documents").sort_values("id").reset_index(drop=True))
+        if i == 0:  # the archive is written when that JVM exits, after the run's result is out
+            assert len(list((tmp_path / "cache" / "simhash_spark").glob("*.tmp.json"))) == 1
+            assert ca.wait_for_writers(tmp_path / "cache" / "simhash_spark", 300)
+    assert "writes" in logs[0] and "JVM class archive checked" in logs[1]
+    (archive,) = (tmp_path / "cache" / "simhash_spark").glob("*.jsa")
+    assert f"JVM class archive: {archive}" in logs[1] and f"JVM class archive: {archive}" in logs[2]
+    for other in outputs[1:]:
+        pd.testing.assert_frame_equal(outputs[0], other)
