@@ -110,17 +110,23 @@ def _alive(pid: int, marker: str) -> bool:
 
 def _checks(java: Path, archive: Path, classpath: str) -> bool:
     """A JVM that must map ``archive`` (``-Xshare:on``) with the writer's class path starts."""
+    # a bad archive crashes this JVM: its crash report goes beside the archive and is removed with it
+    crash = archive.with_name(archive.name + ".crash.log")
     cmd = [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *QUIET.split(), "-cp", classpath]
+    cmd += [f"-XX:ErrorFile={crash}", "-XX:-CreateCoredumpOnCrash", "-version"]
     try:
         done = subprocess.run(
-            [*cmd, "-version"],
+            cmd,
             capture_output=True,
             timeout=CHECK_TIMEOUT_S,
             check=False,
             stdin=subprocess.DEVNULL,
+            cwd=archive.parent,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
+    finally:
+        crash.unlink(missing_ok=True)
     return done.returncode == 0
 
 

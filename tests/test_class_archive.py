@@ -57,9 +57,13 @@ def test_first_run_writes_then_later_runs_use_the_checked_archive(tmp_path, jars
     assert ca.plan(cache, jars, "").state == "using"
 
 
-def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars):
+def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars, monkeypatch):
     """A JVM crashes on a truncated archive even in its default sharing mode: one is never renamed
-    into place (the writer was killed while dumping, or the disk filled)."""
+    into place (the writer was killed while dumping, or the disk filled), and the checking JVM's crash
+    leaves no report behind, in the working directory or the cache."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
     cache = tmp_path / "cache"
     first = ca.plan(cache, jars, "")
     writer = _write_archive(first, str(tmp_path))
@@ -71,6 +75,7 @@ def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars):
     again = ca.plan(cache, jars, "")
     assert again.state == "writing" and not first.path.exists()
     assert not list(cache.glob("*.jsa"))
+    assert list(work.iterdir()) == [] and not list(cache.glob("*.log"))
 
 
 def test_a_run_writing_the_archive_keeps_others_from_writing_it(tmp_path, jars):
