@@ -22,6 +22,7 @@ driver JVM is already running when the job starts: docs/deploy.md says how to gi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -176,9 +177,10 @@ def plan(directory: Path, jars: Path, driver_memory: str, now: float | None = No
     directory.mkdir(parents=True, exist_ok=True)
     key = archive_key(java, release, jars, driver_memory)
     final = directory / f"{key}.jsa"
-    busy = False if final.exists() else _settle(directory, key, java, now)
+    busy = _settle(directory, key, java, now)  # also clears what runs that lost a race to write left
     if final.exists():
-        os.utime(final)  # the most recently used are kept
+        with contextlib.suppress(OSError):  # another user's archive: used all the same
+            os.utime(final)  # the most recently used are kept
         return Plan("using", f"-XX:SharedArchiveFile={final} {QUIET}", final)
     if busy:
         return Plan("busy")

@@ -55,6 +55,12 @@ def test_first_run_writes_then_later_runs_use_the_checked_archive(tmp_path, jars
     assert f"-XX:SharedArchiveFile={second.path}" in second.options and "-Xlog:cds=off" in second.options
     assert sorted(p.name for p in cache.iterdir()) == [second.path.name]  # temp and record gone
     assert ca.plan(cache, jars, "").state == "using"
+    # a run that wrote the same archive in a race: its copy is cleared, the archive in place kept
+    racer = cache / f"{second.path.stem}.77.tmp"
+    racer.write_bytes(b"a whole archive, as good as the first")
+    ca.record_writer(ca.Plan("writing", "", racer), writer.pid, str(tmp_path))
+    assert ca.plan(cache, jars, "").state == "using"
+    assert sorted(p.name for p in cache.iterdir()) == [second.path.name]
 
 
 def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars, monkeypatch):
