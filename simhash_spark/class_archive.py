@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from simhash_spark.lease import pid_alive
+
 log = logging.getLogger(__name__)
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # the dump lists every class it skips; a mismatch warns
@@ -100,13 +102,7 @@ def _alive(pid: int, marker: str) -> bool:
             return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
         except OSError:
             return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _checks(java: Path, archive: Path, classpath: str) -> bool:

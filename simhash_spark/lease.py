@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 120.0
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one of another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -53,7 +54,7 @@ class LeaseInfo:
     timeout_s: float
 
     def live(self, now: float) -> bool:
-        if self.host == socket.gethostname() and not _pid_alive(self.pid):
+        if self.host == socket.gethostname() and not pid_alive(self.pid):
             return False  # a writer on this machine that is gone: no need to wait for the timeout
         return now - self.heartbeat <= self.timeout_s
 

@@ -90,6 +90,10 @@ def test_a_run_writing_the_archive_keeps_others_from_writing_it(tmp_path, jars):
     assert first.path is not None
     # a live process whose command line names the temporary archive, as the writing JVM's does
     jvm = subprocess.Popen(["sh", "-c", "sleep 30", str(first.path)])
+    deadline = time.time() + 10  # until it has exec'd: a forked child shows its parent's command line
+    while str(first.path) not in Path(f"/proc/{jvm.pid}/cmdline").read_text(errors="replace"):
+        assert time.time() < deadline
+        time.sleep(0.01)
     try:
         ca.record_writer(first, jvm.pid, str(tmp_path))
         assert ca.plan(cache, jars, "").state == "busy"
