@@ -142,7 +142,7 @@ def _settle(directory: Path, key: str, java: Path, now: float) -> bool:
                 os.replace(archive, final)
                 log.info("JVM class archive checked: %s", final)
         except (OSError, ValueError, KeyError, TypeError) as e:
-            log.debug("leaving the class archive record %s: %s", record, e)
+            log.debug("dropping the class archive record %s: %s", record, e)
         archive.unlink(missing_ok=True)
         record.unlink(missing_ok=True)
     for orphan in directory.glob(f"{key}.*.tmp"):  # a writer that never recorded itself
