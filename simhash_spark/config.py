@@ -108,9 +108,8 @@ class SparkConfig:
     app_name: str = "simhash_spark"
     arrow_batch_size: int = 1000
     min_fingerprint_partitions: int = 0
-    class_archive: str = (
-        "auto"  # local runs' driver JVM class archive: "auto" (the user's cache), "off", a folder
-    )
+    # local runs' driver JVM class archive: "auto" (the user's cache), "off", a folder
+    class_archive: str = "auto"
 
 
 @dataclass(frozen=True)

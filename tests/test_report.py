@@ -136,6 +136,21 @@ def test_crowded_plots_keep_labels_apart():
     assert "1,000,000,000" in {t.text for t in crowded[1].texts}
 
 
+def test_similarities_all_at_one_are_drawn_inside_the_plot():
+    """verify.min_similarity = 1.0 and every pair identical: the range [1, 1] is empty, the bars must
+    still fall inside the drawing (they were drawn thousands of pixels to the right)."""
+    from simhash_spark.report.render import _similarities
+
+    plot = _similarities([1.0, 1.0, 1.0], 1.0)
+    bars = [
+        re.search(r'x="([\d.]+)".*width="([\d.]+)" height="([\d.]+)"', r) for r in plot.shapes if "<rect" in r
+    ]
+    boxes = [(float(m[1]), float(m[1]) + float(m[2]), float(m[3])) for m in bars if m]
+    assert len(boxes) == 20 and all(0 <= x0 and x1 <= WIDTH for x0, x1, _ in boxes)
+    assert [h > 0 for *_, h in boxes] == [False] * 19 + [True]  # the three pairs in the last bin
+    assert {"0.95", "1"} <= {t.text for t in plot.texts} and _overlaps(plot) == []
+
+
 def test_plots_show_what_a_reader_needs(figs):
     sizes, _, status, stage, sims = figs
 

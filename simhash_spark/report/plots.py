@@ -101,6 +101,17 @@ def _rect(x: float, y: float, w: float, h: float, color: str) -> str:
     )
 
 
+def _framed(title: str, height: float, xlabel: str) -> Plot:
+    """A plot with its title on top and its x-axis label at the bottom."""
+    return Plot(
+        title, height, texts=[Text(WIDTH / 2, 18, title, TITLE_PX), Text(WIDTH / 2, height - 8, xlabel)]
+    )
+
+
+def _axes(plot: Plot, left: float, right: float, top: float, bottom: float) -> None:
+    plot.shapes += [_line(left, top, left, bottom), _line(left, bottom, right, bottom)]
+
+
 def _empty(plot: Plot, message: str, top: float, bottom: float) -> Plot:
     plot.texts.append(Text(WIDTH / 2, (top + bottom) / 2, message))
     return plot
@@ -109,10 +120,8 @@ def _empty(plot: Plot, message: str, top: float, bottom: float) -> Plot:
 def barh(title: str, labels: Sequence[str], values: Sequence[float], xlabel: str, fmt: str = "{:,}") -> Plot:
     """Horizontal bars for named categories, first label on top, each value printed at its bar's end."""
     row, top = 22.0, 28.0
-    height = top + row * max(3, len(labels)) + 44
-    plot = Plot(title, height, texts=[Text(WIDTH / 2, 18, title, TITLE_PX)])
-    bottom = height - 44
-    plot.texts.append(Text(WIDTH / 2, height - 8, xlabel))
+    bottom = top + row * max(3, len(labels))
+    plot = _framed(title, bottom + 44, xlabel)
     if not labels:
         return _empty(plot, "nothing to show", top, bottom)
     left = 12 + max(text_width(label, TICK_PX) for label in labels)
@@ -120,8 +129,7 @@ def barh(title: str, labels: Sequence[str], values: Sequence[float], xlabel: str
     right = WIDTH - 12 - max(text_width(p, VALUE_PX) for p in printed)
     ticks = nice_ticks(max(values))
     scale = (right - left - 4) / ticks[-1]
-    plot.shapes.append(_line(left, top, left, bottom))
-    plot.shapes.append(_line(left, bottom, right, bottom))
+    _axes(plot, left, right, top, bottom)
     for i, (label, value, shown) in enumerate(zip(labels, values, printed, strict=True)):
         mid = top + row * (i + 0.5)
         plot.shapes.append(_rect(left, mid - row * 0.35, value * scale, row * 0.7, BAR))
@@ -156,10 +164,8 @@ def _y_axis(plot: Plot, ticks: Sequence[float], left: float, bottom: float, scal
 def bars(title: str, labels: Sequence[str], counts: Sequence[float], xlabel: str, ylabel: str) -> Plot:
     """Vertical bars for short labels (bits), each bar's count printed on it (upright where it fits
     the bar's width, else turned): a small bar on a linear axis still shows its number."""
-    height, top, bottom = 300.0, 28.0, 240.0
-    plot = Plot(
-        title, height, texts=[Text(WIDTH / 2, 18, title, TITLE_PX), Text(WIDTH / 2, height - 8, xlabel)]
-    )
+    top, bottom = 28.0, 240.0
+    plot = _framed(title, 300.0, xlabel)
     if not labels:
         return _empty(plot, "nothing to show", top, bottom)
     ticks = nice_ticks(max(counts))
@@ -169,7 +175,7 @@ def bars(title: str, labels: Sequence[str], counts: Sequence[float], xlabel: str
     turned = any(text_width(p, VALUE_PX) > slot - 2 for p in printed)
     headroom = max(text_width(p, VALUE_PX) for p in printed) + 4 if turned else VALUE_PX + 4
     scale = (bottom - top - headroom) / ticks[-1]
-    plot.shapes += [_line(left, top, left, bottom), _line(left, bottom, WIDTH - 10, bottom)]
+    _axes(plot, left, WIDTH - 10, top, bottom)
     _y_axis(plot, ticks, left, bottom, scale, ylabel)
     labels_turned = any(text_width(label, TICK_PX) > slot - 2 for label in labels)
     for i, (label, count, shown) in enumerate(zip(labels, counts, printed, strict=True)):
@@ -189,22 +195,22 @@ def bars(title: str, labels: Sequence[str], counts: Sequence[float], xlabel: str
 def histogram(
     title: str, values: Sequence[float], low: float, threshold: float | None, bins: int = 20
 ) -> Plot:
-    """Counts of ``values`` in ``bins`` equal bins over [low, 1], with ``threshold`` marked."""
-    height, top, bottom = 300.0, 28.0, 250.0
-    plot = Plot(
-        title, height, texts=[Text(WIDTH / 2, 18, title, TITLE_PX), Text(WIDTH / 2, height - 8, "similarity")]
-    )
+    """Counts of ``values`` in ``bins`` equal bins over [low, 1] (at least [0.95, 1]), with ``threshold``
+    marked."""
+    top, bottom = 28.0, 250.0
+    plot = _framed(title, 300.0, "similarity")
     if not values:
         return _empty(plot, "no verified pairs", top, bottom)
-    width = (1.0 - low) / bins or 1.0
+    low = min(low, 0.95)  # every pair at 1.0 (a threshold of 1.0) still needs a range to draw over
+    width = (1.0 - low) / bins
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, max(0, int((v - low) / width)))] += 1
     ticks = nice_ticks(max(counts))
     left, right = 30 + max(text_width(plain(t), TICK_PX) for t in ticks), WIDTH - 14.0
     # room above the highest bar for the threshold's label
-    scale, per_unit = (bottom - top - 20) / ticks[-1], (right - left) / (1.0 - low or 1.0)
-    plot.shapes += [_line(left, top, left, bottom), _line(left, bottom, right, bottom)]
+    scale, per_unit = (bottom - top - 20) / ticks[-1], (right - left) / (1.0 - low)
+    _axes(plot, left, right, top, bottom)
     _y_axis(plot, ticks, left, bottom, scale, "pairs")
     for i, n in enumerate(counts):
         plot.shapes.append(
