@@ -216,6 +216,44 @@ def write_parquet(df: DataFrame, path: str) -> None:
     df.write.mode("error").parquet(path)
 
 
+def write_all(outputs: Mapping[str, DataFrame]) -> None:
+    """Write each frame to its path (``write_parquet``), as concurrent Spark jobs: a small run's writes
+    are mostly each job's fixed cost on the driver, which then overlaps, and Spark's scheduler shares the
+    cores among the tasks of large ones. Every write has ended when this returns or raises (nothing is
+    left writing into a folder the caller may remove); the first failure in ``outputs``' order is raised.
+    Spark Connect writes one after another."""
+    from pyspark import InheritableThread  # copies the job group, so each write counts in its stage
+
+    items = list(outputs.items())
+    if not items:
+        return
+    try:
+        items[0][1].sparkSession.sparkContext  # noqa: B018 -- Spark Connect has none
+    except Exception:
+        for path, df in items:
+            write_parquet(df, path)
+        return
+    failures: dict[int, BaseException] = {}
+
+    def write(i: int) -> None:
+        try:
+            write_parquet(items[i][1], items[i][0])
+        except BaseException as e:  # raised by the caller's thread, below
+            failures[i] = e
+
+    others = [InheritableThread(target=write, args=(i,)) for i in range(1, len(items))]
+    try:
+        for thread in others:
+            thread.start()
+        write(0)
+    finally:
+        for thread in others:
+            if thread.ident is not None:
+                thread.join()
+    if failures:
+        raise failures[min(failures)]
+
+
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
 
 

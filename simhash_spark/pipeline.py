@@ -40,7 +40,7 @@ from simhash_spark.io import (
     read_input,
     validate_ids,
     validate_schema,
-    write_parquet,
+    write_all,
 )
 from simhash_spark.linking import AtHand, Linked, LinkParams, link, pairs_frame
 from simhash_spark.progress import Progress, SparkProbe
@@ -847,11 +847,10 @@ def _compute_and_publish(
     result = dedup(spark, raw, cfg, source=source, index=index, ctx=ctx)
     try:
         with result.ctx.stage("write"):
-            write_parquet(result.documents, publisher.path("documents"))
-            write_parquet(result.pairs, publisher.path("pairs"))
-            write_parquet(result.clusters, publisher.path("clusters"))
+            outputs = {"documents": result.documents, "pairs": result.pairs, "clusters": result.clusters}
             if cfg.output.write_deduplicated:
-                write_parquet(result.deduplicated, publisher.path("deduplicated"))
+                outputs["deduplicated"] = result.deduplicated
+            write_all({publisher.path(name): df for name, df in outputs.items()})
             tables.prepare(spark, {name: publisher.path(name) for name in tables.names})
         if index is not None:
             assert result.totals is not None
