@@ -766,3 +766,46 @@ def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_sp
     assert looked_up == {"driver": "driver", "labelled": "spark", "distributed": "spark"}
     stages = driver["summary"]["stages"]
     assert stages["index_lookup"]["jobs"] == 0 and stages["index_write"]["jobs"] == 0, stages
+
+
+@pytest.mark.parametrize("title", [None, "title"])
+def test_the_driver_takes_into_the_index_the_rows_spark_would(spark, tmp_path, title):
+    """What a batch looked up on the driver commits (``pipeline._local_entries``) against its Spark twin
+    (``snapshots.entries_of_batch``): the same rows, ids the index holds already left out, titles and
+    their fingerprints kept."""
+    import pandas as pd
+
+    from simhash_spark import columns as C
+    from simhash_spark.config import load_config
+    from simhash_spark.core.index_model import ENTRY_COLUMNS
+    from simhash_spark.index.session import IndexSession
+    from simhash_spark.pipeline import dedup
+
+    (tmp_path / "batches").mkdir()
+    batches = split_corpus(generate(30, seed=21, dup_share=0.5), 2, tmp_path / "batches")
+    settings = [*EXACT, *(["--set", f"input.title_column={title}"] if title else [])]
+    assert incremental(batches[0], tmp_path / "day1", tmp_path / "index", DATES[0], settings=settings) == 0
+    resent = pq.read_table(batches[0]).slice(0, 3)
+    batch = pa.concat_tables([pq.read_table(batches[1]), resent])
+    cfg = load_config(overrides=[s for s in settings if s != "--set"])
+    index = IndexSession.open(spark, cfg, path=str(tmp_path / "index"), run_date=DATES[1], rebuild=False)
+    try:
+        result = dedup(spark, spark.createDataFrame(batch.to_pandas()), cfg, index=index)
+        assert result.stats["index"]["looked_up_on"] == "driver" and result.index_rows is not None
+        assert result.index_entries is not None
+        on_driver, on_spark = result.index_rows, result.index_entries.toPandas()
+        result.unpersist()
+    finally:
+        index.abort()
+
+    def rows(df: pd.DataFrame) -> list[tuple]:
+        return sorted(
+            tuple(None if pd.isna(v) else v for v in r)
+            for r in df[list(ENTRY_COLUMNS)].itertuples(index=False)
+        )
+
+    assert rows(on_driver) == rows(on_spark)
+    assert len(on_driver) == pq.read_table(batches[1]).num_rows  # every new document, none re-sent
+    assert not set(on_driver[C.ID]) & set(resent.column("id").to_pylist())
+    assert on_driver[C.TITLE].notna().all() == bool(title)
+    assert on_driver[C.TITLE_FINGERPRINT].notna().all() == bool(title)
