@@ -12,7 +12,9 @@ on disk, measured side by side in one run:
 - ``job_spark_link``, ``job_spark_link_20``: the same with ``cluster.local_max_documents=0`` (the Spark
   linking steps instead of the driver's);
 - ``job_no_archive``, ``job_20_no_archive``: the same with ``spark.class_archive=off`` (the driver JVM
-  loads Spark's classes itself, as every run did before the class archive).
+  loads Spark's classes itself, as every run did before the class archive);
+- ``job_full_jit``, ``job_20_full_jit``: the same with ``spark.driver_jit=full`` (the driver JVM's default
+  compilers instead of the quick one only).
 
 The job's other peers run as users' local runs do from their second run on: with the driver's class
 archive in the user's cache (``simhash_spark/class_archive.py``). Before the rounds the bench runs the job
@@ -117,6 +119,8 @@ def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str],
             cmd += ["--set", "cluster.local_max_documents=0"]
         if "no_archive" in peer:
             cmd += ["--set", "spark.class_archive=off"]
+        if "full_jit" in peer:
+            cmd += ["--set", "spark.driver_jit=full"]
         return cmd, out / "pairs"
     return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
 

@@ -110,6 +110,8 @@ class SparkConfig:
     min_fingerprint_partitions: int = 0
     # local runs' driver JVM class archive: "auto" (the user's cache), "off", a folder
     class_archive: str = "auto"
+    # local runs' driver JVM: "quick" (HotSpot's quick compiler only) or "full" (the JVM's default)
+    driver_jit: str = "quick"
 
 
 @dataclass(frozen=True)
@@ -284,6 +286,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),
     "spark.class_archive": lambda v: None if v.strip() else 'must be "auto", "off" or a folder',
+    "spark.driver_jit": lambda v: None if v in ("quick", "full") else 'must be "quick" or "full"',
     "index.scheme": _scheme,
     "index.expected_entries": _at_least(1),
     "index.partitions": _at_least(1),

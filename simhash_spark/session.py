@@ -14,6 +14,8 @@ from simhash_spark.config import Config
 
 log = logging.getLogger(__name__)
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# HotSpot's quick compiler (C1) only: no second, optimizing compilation competing with the run for the cores
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def launched_by_spark_submit() -> bool:
@@ -59,19 +61,34 @@ def _jvm_running() -> bool:
     return SparkContext._gateway is not None
 
 
-def _class_archive(cfg: Config, settings: dict[str, str]) -> class_archive.Plan | None:
-    """The class archive plan of a driver JVM this process is about to start; None where no JVM starts
-    here (a session exists), the user set the driver's Java options, or the archive is off."""
-    where = cfg.spark.class_archive.strip()
+def _starts_driver_jvm(settings: dict[str, str]) -> bool:
+    """Whether the session about to be built starts a driver JVM whose Java options the job may choose: no
+    JVM runs in this process yet (tests and notebooks build one first) and the user set none."""
     wanted_elsewhere = JAVA_OPTIONS in settings or "java-options" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    if where == "off" or wanted_elsewhere or _jvm_running():
+    return not wanted_elsewhere and not _jvm_running()
+
+
+def _driver_java_options(cfg: Config, archive: class_archive.Plan | None) -> str:
+    """The Java options of a local run's driver JVM (which runs the tasks too): the class archive's and,
+    unless ``spark.driver_jit = "full"``, the quick compiler only (docs/deploy.md says when each pays)."""
+    options = [archive.options if archive is not None else ""]
+    if cfg.spark.driver_jit == "quick":
+        options.append(QUICK_JIT)
+    return " ".join(o for o in options if o)
+
+
+def _class_archive(cfg: Config, driver_memory: str) -> class_archive.Plan | None:
+    """The class archive plan of the driver JVM this process is about to start (``_starts_driver_jvm``);
+    None when the archive is off or cannot be kept."""
+    where = cfg.spark.class_archive.strip()
+    if where == "off":
         return None
     from pyspark.find_spark_home import _find_spark_home
 
     directory = class_archive.default_directory() if where == "auto" else Path(where).expanduser()
     jars = Path(_find_spark_home()) / "jars"
     try:
-        plan = class_archive.plan(directory, jars, settings.get("spark.driver.memory", ""))
+        plan = class_archive.plan(directory, jars, driver_memory)
     except OSError as e:  # an unwritable cache costs the speed-up, never the run
         log.info("no JVM class archive (%s): %s", directory, e)
         return None
@@ -119,9 +136,12 @@ def build_session(
     taken = _submitted_keys()
     settings = {k: v for k, v in _defaults(cfg, local=not submitted and not remote).items() if k not in taken}
     settings.update(conf or {})
-    archive = _class_archive(cfg, settings) if not submitted and not remote else None
-    if archive is not None and archive.options:
-        settings[JAVA_OPTIONS] = archive.options
+    archive = None
+    if not submitted and not remote and _starts_driver_jvm(settings):
+        archive = _class_archive(cfg, settings.get("spark.driver.memory", ""))
+        options = _driver_java_options(cfg, archive)
+        if options:
+            settings[JAVA_OPTIONS] = options
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from simhash_spark import class_archive as ca
-from simhash_spark.config import load_config, with_overrides
+from simhash_spark.config import ConfigError, load_config, with_overrides
 
 
 @pytest.fixture
@@ -158,19 +158,39 @@ def test_older_java_or_no_java_gets_no_options(tmp_path, jars, monkeypatch):
     assert ca.plan(tmp_path / "cache", jars, "") == ca.Plan("unsupported")
 
 
-def test_a_session_leaves_the_archive_to_the_user_when_told(tmp_path, monkeypatch):
-    """Off by configuration, or the driver's Java options set by the user: no plan, nothing written."""
+def test_a_session_leaves_the_driver_jvm_to_the_user_when_told(tmp_path, monkeypatch):
+    """Off by configuration, or the driver's Java options set by the user: no plan, nothing written, no
+    Java option of the job's."""
     from simhash_spark import session
 
     monkeypatch.setattr(session, "_jvm_running", lambda: False)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
     cfg = with_overrides(load_config(), {"spark.class_archive": str(tmp_path / "c")})
-    assert session._class_archive(cfg, {}) is not None
-    assert session._class_archive(cfg, {"spark.driver.extraJavaOptions": "-Xss4m"}) is None
+    assert session._starts_driver_jvm({})
+    assert not session._starts_driver_jvm({"spark.driver.extraJavaOptions": "-Xss4m"})
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Xss4m pyspark-shell")
+    assert not session._starts_driver_jvm({})
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    assert session._class_archive(cfg, "") is not None
     off = with_overrides(load_config(), {"spark.class_archive": "off"})
-    assert session._class_archive(off, {}) is None
+    assert session._class_archive(off, "") is None
     monkeypatch.setattr(session, "_jvm_running", lambda: True)  # the test session's JVM: nothing to plan
-    assert session._class_archive(cfg, {}) is None
+    assert not session._starts_driver_jvm({})
     assert [p.name for p in (tmp_path / "c").iterdir()] == []  # planned, nothing written before a JVM runs
+
+
+def test_the_driver_jvm_compiles_quickly_unless_told(tmp_path, jars):
+    from simhash_spark import session
+
+    plan = ca.plan(tmp_path / "cache", jars, "")
+    quick = session._driver_java_options(load_config(), plan)
+    assert quick.split() == [*plan.options.split(), session.QUICK_JIT]
+    full = with_overrides(load_config(), {"spark.driver_jit": "full"})
+    assert session._driver_java_options(full, plan) == plan.options
+    assert session._driver_java_options(full, None) == ""
+    assert session._driver_java_options(load_config(), None) == session.QUICK_JIT
+    with pytest.raises(ConfigError, match=r"spark\.driver_jit"):
+        with_overrides(load_config(), {"spark.driver_jit": "fast"})
 
 
 def test_records_are_written_whole(tmp_path, jars):
@@ -185,7 +205,8 @@ def test_records_are_written_whole(tmp_path, jars):
 @pytest.mark.slow
 def test_local_runs_write_then_map_the_archive_with_the_same_outputs(tmp_path):
     """Three `python -m simhash_spark` runs in one cache: the first writes the archive when its JVM
-    exits, the next checks and maps it, the third maps it; every run gives the same documents."""
+    exits, the next checks and maps it, the third maps it (with the JVM's default compilers instead of
+    the quick one); every run gives the same documents."""
     import sys
 
     import pandas as pd
@@ -208,6 +229,7 @@ def test_local_runs_write_then_map_the_archive_with_the_same_outputs(tmp_path):
             "--output",
             str(out),
             "--quiet",
+            *(["--set", "spark.driver_jit=full"] if i == 2 else []),
         ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=True)
         logs.append(done.stderr)
@@ -220,3 +242,34 @@ def test_local_runs_write_then_map_the_archive_with_the_same_outputs(tmp_path):
     assert f"JVM class archive: {archive}" in logs[1] and f"JVM class archive: {archive}" in logs[2]
     for other in outputs[1:]:
         pd.testing.assert_frame_equal(outputs[0], other)
+
+
+_SHOW_JVM = """
+from simhash_spark.config import load_config, with_overrides
+from simhash_spark.session import build_session
+cfg = with_overrides(load_config(), {"spark.driver_jit": "%s", "spark.class_archive": "off"})
+jvm = build_session(cfg)._jvm
+print(list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
+print(jvm.java.lang.System.getProperty("java.vm.info"))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jit", ["quick", "full"])
+def test_a_local_session_starts_its_jvm_with_the_configured_compiler(jit):
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SHOW_JVM % jit],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    arguments, vm_info = done.stdout.strip().splitlines()[-2:]
+    from simhash_spark.session import QUICK_JIT
+
+    assert (QUICK_JIT in arguments) == (jit == "quick")
+    assert ("emulated-client" in vm_info) == (jit == "quick")  # HotSpot's name for C1-only
