@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -61,20 +62,37 @@ def _jvm_running() -> bool:
     return SparkContext._gateway is not None
 
 
+def _defaults_file_sets(key: str) -> bool:
+    """Whether the launcher's properties file (``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``
+    ``/spark-defaults.conf``, which spark-submit reads for local runs too) sets ``key``."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or str(Path(_find_spark_home()) / "conf")
+    try:
+        lines = (Path(conf_dir) / "spark-defaults.conf").read_text("utf-8", "replace").splitlines()
+    except OSError:  # none: the usual case for a pip-installed PySpark
+        return False
+    # Java properties syntax: "key value", "key=value" or "key: value"
+    return any(re.match(rf"\s*{re.escape(key)}\s*[\s=:]", line) for line in lines)
+
+
 def _starts_driver_jvm(settings: dict[str, str]) -> bool:
     """Whether the session about to be built starts a driver JVM whose Java options the job may choose: no
-    JVM runs in this process yet (tests and notebooks build one first) and the user set none."""
-    wanted_elsewhere = JAVA_OPTIONS in settings or "java-options" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    JVM runs in this process yet (tests and notebooks build one first) and the user set none (in the
+    settings, PYSPARK_SUBMIT_ARGS or the launcher's properties file: the job's would replace theirs)."""
+    wanted_elsewhere = (
+        JAVA_OPTIONS in settings
+        or "java-options" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+        or _defaults_file_sets(JAVA_OPTIONS)
+    )
     return not wanted_elsewhere and not _jvm_running()
 
 
 def _driver_java_options(cfg: Config, archive: class_archive.Plan | None) -> str:
     """The Java options of a local run's driver JVM (which runs the tasks too): the class archive's and,
     unless ``spark.driver_jit = "full"``, the quick compiler only (docs/deploy.md says when each pays)."""
-    options = [archive.options if archive is not None else ""]
-    if cfg.spark.driver_jit == "quick":
-        options.append(QUICK_JIT)
-    return " ".join(o for o in options if o)
+    jit = QUICK_JIT if cfg.spark.driver_jit == "quick" else ""
+    return " ".join(filter(None, [archive.options if archive is not None else "", jit]))
 
 
 def _class_archive(cfg: Config, driver_memory: str) -> class_archive.Plan | None:

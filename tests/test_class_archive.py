@@ -171,6 +171,15 @@ def test_a_session_leaves_the_driver_jvm_to_the_user_when_told(tmp_path, monkeyp
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -Xss4m pyspark-shell")
     assert not session._starts_driver_jvm({})
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    (conf_dir / "spark-defaults.conf").write_text("# site settings\nspark.executor.memory 2g\n")
+    assert session._starts_driver_jvm({})
+    for line in ("spark.driver.extraJavaOptions -Xss4m", "spark.driver.extraJavaOptions=-Xss4m"):
+        (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.memory 2g\n{line}\n")
+        assert not session._starts_driver_jvm({}), line  # the job's options would replace the site's
+    monkeypatch.delenv("SPARK_CONF_DIR")
     assert session._class_archive(cfg, "") is not None
     off = with_overrides(load_config(), {"spark.class_archive": "off"})
     assert session._class_archive(off, "") is None

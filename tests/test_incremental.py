@@ -8,16 +8,22 @@ import time
 import zlib
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from simhash_spark import columns as C
 from simhash_spark.cli import main
+from simhash_spark.config import load_config
+from simhash_spark.core.index_model import ENTRY_COLUMNS
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.verify import VerifyOptions, similarity
 from simhash_spark.demo.corpus import generate
+from simhash_spark.index.session import IndexSession
+from simhash_spark.pipeline import dedup
 from tests.test_components_spark import union_find
 
 # Exact band designs, so "every pair within k" holds on both sides of the comparisons (auto may pick
@@ -773,14 +779,6 @@ def test_the_driver_takes_into_the_index_the_rows_spark_would(spark, tmp_path, t
     """What a batch looked up on the driver commits (``pipeline._local_entries``) against its Spark twin
     (``snapshots.entries_of_batch``): the same rows, ids the index holds already left out, titles and
     their fingerprints kept."""
-    import pandas as pd
-
-    from simhash_spark import columns as C
-    from simhash_spark.config import load_config
-    from simhash_spark.core.index_model import ENTRY_COLUMNS
-    from simhash_spark.index.session import IndexSession
-    from simhash_spark.pipeline import dedup
-
     (tmp_path / "batches").mkdir()
     batches = split_corpus(generate(30, seed=21, dup_share=0.5), 2, tmp_path / "batches")
     settings = [*EXACT, *(["--set", f"input.title_column={title}"] if title else [])]
