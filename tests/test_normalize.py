@@ -70,6 +70,7 @@ _MIXED = st.text(
         st.characters(),  # anything, controls and unassigned code points included
         st.sampled_from(
             "，。！？：；（）　ＡＢｃ１２\u200b\ufeff\u202e\ufe0f\U000e0101\u3000\n\t\x00\x7f中文字"
+            "《》“”「」…‥｡､－～・\u2011\u0338\u0301"
         ),
     ),
     max_size=60,
@@ -86,6 +87,19 @@ def test_fast_paths_equal_the_plain_steps(text):
 
     assert N._remove_invisible(text) == N._invisible().sub("", text)
     assert N._nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert N._unify_punctuation(text) == text.translate(str.maketrans(N._PUNCTUATION))
+
+
+def test_every_whitespace_character_collapses_to_one_space():
+    import re
+    import sys
+
+    spaces = [
+        chr(cp) for cp in range(sys.maxunicode + 1) if re.fullmatch(r"\s", chr(cp)) or chr(cp).isspace()
+    ]
+    assert len(spaces) > 20
+    for space in spaces:
+        assert n(f"{space}新闻{space}{space}联播{space}") == "新闻 联播", hex(ord(space))
 
 
 @pytest.mark.parametrize(

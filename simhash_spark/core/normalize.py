@@ -25,7 +25,6 @@ _OPENERS = re.compile(r"<!--|<!\[CDATA\[")  # left unterminated
 # A tag starts with a letter, "/" or "!": a bare "<" in prose ("a < b", "<<书名>>" after NFKC) is kept.
 # Quoted attribute values may hold ">" ('<a title="a>b">').
 _TAG = re.compile(r"""</?[A-Za-z!][^<>"']*(?:"[^"]*"[^<>"']*|'[^']*'[^<>"']*)*>""")
-_WHITESPACE = re.compile(r"\s+")
 _NON_CJK = re.compile(r"[^\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 # Chinese punctuation that NFKC leaves alone, mapped to the ASCII form (the original article's checklist:
@@ -163,7 +162,28 @@ def _invisible() -> re.Pattern[str]:
 _VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 # NFKC's own mapping of the full-width ASCII forms and the ideographic space, which Chinese text is full
 # of: applied first, it leaves most documents already normalized, and the quick check then skips NFKC.
-_FULL_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+_FULL_WIDTH = {chr(cp): chr(cp - 0xFEE0) for cp in range(0xFF01, 0xFF5F)} | {"\u3000": " "}
+
+
+def _char_pattern(mapping: dict[str, str]) -> re.Pattern[str]:
+    """The keys of a one-character map as one character class. No value may hold a key, so the order in
+    which ``_replace_chars`` swaps them never matters."""
+    if not all(len(k) == 1 and not set(v) & mapping.keys() for k, v in mapping.items()):
+        raise ValueError("a one-character map whose keys are single characters absent from its values")
+    return re.compile("[" + "".join(re.escape(k) for k in sorted(mapping)) + "]")
+
+
+def _replace_chars(text: str, pattern: re.Pattern[str], mapping: dict[str, str]) -> str:
+    """``text`` with each character of ``mapping`` replaced. str.translate would look every character up in
+    a dict, which is slow for non-ASCII text; a document holds only a handful of distinct characters to
+    replace, found in one regex scan and each swapped by str.replace at C speed."""
+    for char in set(pattern.findall(text)):
+        text = text.replace(char, mapping[char])
+    return text
+
+
+_FULL_WIDTH_CHARS = _char_pattern(_FULL_WIDTH)
+_PUNCTUATION_CHARS = _char_pattern(_PUNCTUATION)
 
 
 def _remove_invisible(text: str) -> str:
@@ -175,19 +195,14 @@ def _remove_invisible(text: str) -> str:
 
 
 def _nfkc(text: str) -> str:
-    text = text.translate(_FULL_WIDTH)
+    text = _replace_chars(text, _FULL_WIDTH_CHARS, _FULL_WIDTH)
     if unicodedata.is_normalized("NFKC", text):
         return text
     return unicodedata.normalize("NFKC", text)
 
 
-@lru_cache(maxsize=1)
-def _punctuation() -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(k) for k in sorted(_PUNCTUATION, key=len, reverse=True)))
-
-
 def _unify_punctuation(text: str) -> str:
-    return _punctuation().sub(lambda m: _PUNCTUATION[m.group()], text)
+    return _replace_chars(text, _PUNCTUATION_CHARS, _PUNCTUATION)
 
 
 _VARIANT_TABLE = str.maketrans(VARIANT_CHARACTERS)
@@ -259,7 +274,7 @@ def normalize(text: str, opts: NormalizeOptions) -> Normalized:
     if opts.cjk_only:
         text = _NON_CJK.sub("", text)
     else:
-        text = _WHITESPACE.sub(" ", text).strip()
+        text = " ".join(text.split())  # the same whitespace as regex \s and str.strip, at C speed
     if len(text) > opts.max_chars:
         text = text[: opts.max_chars]
         truncated = True
