@@ -1,6 +1,8 @@
 import jieba.analyse
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import (
@@ -73,9 +75,9 @@ def test_exact_duplicates_are_segmented_once_with_identical_results(hash_name):
     calls = {"n": 0}
     real = with_memo.hashed_features
 
-    def counting(text, *rest):
-        calls["n"] += 1
-        return real(text, *rest)
+    def counting(texts, *rest):
+        calls["n"] += len(texts)
+        return real(texts, *rest)
 
     with_memo.hashed_features = counting  # type: ignore[method-assign]
     a, b = with_memo.batch(batch), without.batch(batch)
@@ -114,3 +116,53 @@ def test_vectorized_char_ngrams_equal_hashing_each_ngram(weights):
         )
         assert int(got.n_features[i]) == len(feats)
         assert int(got.fingerprint[i]) == int(to_signed(want)[0])
+
+
+# Fingerprints are stored in indexes that later runs link against: a change to normalization, features or
+# hashing that moves them must be deliberate (a new model), never a side effect of making a step faster.
+_PINNED = [
+    ("新华社北京12月3日电（记者 王明）国务院总理主持召开常务会议，部署进一步做好稳就业工作。会议指出：“就业是最大的民生。”", "671a6b115c740b86"),
+    ("<div class=\"article\"><p>据《人民日报》报道，２０２６年全国粮食产量再创新高——达到１．４万亿斤…</p><script>var a=1;</script></div>", "b4906658aced771a"),
+    ("國務院總理主持召開常務會議，部署進一步做好穩就業工作。會議指出，就業是最大的民生。", "a122d8b27a31ed54"),
+    ("Spark\u3000作业　在 YARN 上运行；\t结果写入\u200b HDFS（共 3 个分区）【完】", "899c33205e09b1f0"),
+    ("Café résumé naïve: e\u0301 ≠ é, 「引用」『嵌套』〈篇名〉〔注〕～①㎡ｶﾀｶﾅ 😀🚀", "1fcdfb02c0b9c6ab"),
+    ("The quick brown fox jumps over the lazy dog; SimHash fingerprints near-duplicate texts.", "bdf7fe6222bfadcc"),
+    ("短文本", "a31ad72f25e80090"),
+    ("  \n\n 空白　\u3000与换行\r\n之间 \x0b 的文字 \u00a0 和不换行空格  ", "628dfd9f3b3f79f7"),
+]  # fmt: skip
+
+
+def test_the_default_model_gives_the_fingerprints_it_always_gave():
+    got = Fingerprinter(ModelOptions()).batch([text for text, _ in _PINNED])
+    assert [f"{int(v) & (2**64 - 1):016x}" for v in got.fingerprint] == [fp for _, fp in _PINNED]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("甲乙丙丁戊ab1，。 \u0301😀"), max_size=40), max_size=12))
+def test_ngram_hashes_of_many_texts_equal_one_text_at_a_time(texts):
+    """Hashed back to back in chunks (one code point per chunk, a few, all in one), with the windows that
+    straddle two texts dropped: the same hashes and weights as hashing each text alone."""
+    from simhash_spark.core import shingles
+
+    kept = [shingles.compact_codepoints(t) for t in texts]
+    for n, binary in [(2, True), (5, True), (3, False)]:
+        expected = [shingles.codepoint_ngram_hashes(k, n, binary=binary) for k in kept]
+        for chunk in (1, 17, 1 << 20):
+            shingles._CHUNK_CODEPOINTS, saved = chunk, shingles._CHUNK_CODEPOINTS
+            try:
+                got = shingles.codepoint_ngram_hashes_many(kept, n, binary=binary)
+            finally:
+                shingles._CHUNK_CODEPOINTS = saved
+            assert [(h.tolist(), w.tolist()) for h, w in got] == [
+                (h.tolist(), w.tolist()) for h, w in expected
+            ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(), st.sampled_from("\ud800\udfff_，。１ａ①"))))
+def test_the_code_points_compact_keeps_are_those_of_the_compact_text(text):
+    from simhash_spark.core.mix64 import codepoints
+    from simhash_spark.core.shingles import compact, compact_codepoints, letters
+
+    assert compact_codepoints(text).tolist() == codepoints(compact(text)).tolist()
+    assert letters(text) == len(compact(text))

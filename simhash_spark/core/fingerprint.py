@@ -13,7 +13,13 @@ from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.prefix_filter import ngram_prefix
-from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, char_shingles, letters
+from simhash_spark.core.shingles import (
+    ShortTextOptions,
+    char_shingles,
+    codepoint_ngram_hashes,
+    codepoint_ngram_hashes_many,
+    compact_codepoints,
+)
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
 
@@ -89,18 +95,35 @@ class Fingerprinter:
         if len(self._memo) > self.model.fingerprint.memo_size:
             self._memo.popitem(last=False)
 
-    def hashed_features(self, text: str, n_letters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(uint64 feature hashes, float64 weights) of one normalized text (``n_letters``: its
-        ``letters``, when the caller has counted them)."""
+    def hashed_features(
+        self, texts: Sequence[str], kept: Sequence[np.ndarray] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(uint64 feature hashes, float64 weights) of each normalized text (``kept``: their
+        ``compact_codepoints``, when the caller has them)."""
+        kept = [compact_codepoints(t) for t in texts] if kept is None else kept
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        together = []  # mix64 n-grams of texts that are not short: hashed in one pass
+        for j, (text, cps) in enumerate(zip(texts, kept, strict=True)):
+            if self._vectorized and not self._is_short(len(cps)):
+                together.append(j)
+            else:
+                out[j] = self._features(text, cps)
+        if together:
+            opts = self.model.features
+            many = codepoint_ngram_hashes_many(
+                [kept[j] for j in together], opts.ngram_size, binary=opts.shingle_weights == "binary"
+            )
+            out.update(zip(together, many, strict=True))
+        return [out[j] for j in range(len(texts))]
+
+    def _features(self, text: str, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``hashed_features`` of one text that is short, or whose features are not mix64 n-grams."""
         short = self.model.short_texts
-        if self._is_short(letters(text) if n_letters is None else n_letters):
+        if self._is_short(len(kept)):
             if self.model.fingerprint.hash == "mix64":
-                return char_ngram_hashes(text, short.ngram_size)
+                return codepoint_ngram_hashes(kept, short.ngram_size)
             grams = sorted(char_shingles(text, short.ngram_size))
             return hash_many(grams, self.model.fingerprint.hash), np.ones(len(grams), dtype=np.float64)
-        if self._vectorized:
-            opts = self.model.features
-            return char_ngram_hashes(text, opts.ngram_size, binary=opts.shingle_weights == "binary")
         feats = self.extractor.extract(text)
         return (
             hash_many([f for f, _ in feats], self.model.fingerprint.hash),
@@ -116,15 +139,17 @@ class Fingerprinter:
         use_memo = self.model.fingerprint.memo_size > 0
         for i, raw in enumerate(texts):
             self._one(state, i, raw, use_memo)
+        self._hash_queued(state)
         return self._vote(state, use_memo)
 
     def _one(self, st: _BatchState, i: int, raw: str | None, use_memo: bool) -> None:
-        """Normalize row ``i``; answer it from the memo, or queue its features for the vote."""
+        """Normalize row ``i``; answer it from the memo, or queue it to be hashed for the vote."""
         if raw is None:
             st.statuses[i] = NULL_TEXT
             return
         norm = normalize(raw, self.model.normalize)
-        st.n_chars[i] = letters(norm.text)
+        kept = compact_codepoints(norm.text)
+        st.n_chars[i] = len(kept)
         if not norm.text:
             st.statuses[i] = EMPTY
             return
@@ -145,17 +170,23 @@ class Fingerprinter:
                 return
             st.pending[key] = i
             st.fresh.append((i, key))
-        h, w = self.hashed_features(norm.text, int(st.n_chars[i]))
-        if self.prefix_threshold is not None and len(h) and not self._is_short(int(st.n_chars[i])):
-            # the check compares two texts of this length on the same n-grams: their prefixes decide
-            st.prefixes[i] = ngram_prefix(h, self.prefix_threshold)
-        st.hash_parts.append(h)
-        st.weight_parts.append(w)
-        st.counts[i] = len(h)
-        if not st.counts[i]:
-            st.statuses[i] = NO_FEATURES
-        elif norm.truncated:
-            st.statuses[i] = TRUNCATED
+        st.queued.append((i, norm.text, kept, norm.truncated))
+
+    def _hash_queued(self, st: _BatchState) -> None:
+        """The features of every row the batch computes (in row order, as the vote reads them)."""
+        texts = [text for _, text, _, _ in st.queued]
+        kept = [cps for _, _, cps, _ in st.queued]
+        for (i, _, cps, truncated), (h, w) in zip(st.queued, self.hashed_features(texts, kept), strict=True):
+            if self.prefix_threshold is not None and len(h) and not self._is_short(len(cps)):
+                # the check compares two texts of this length on the same n-grams: their prefixes decide
+                st.prefixes[i] = ngram_prefix(h, self.prefix_threshold)
+            st.hash_parts.append(h)
+            st.weight_parts.append(w)
+            st.counts[i] = len(h)
+            if not st.counts[i]:
+                st.statuses[i] = NO_FEATURES
+            elif truncated:
+                st.statuses[i] = TRUNCATED
 
     def _vote(self, st: _BatchState, use_memo: bool) -> FingerprintBatch:
         """One vectorized vote over every queued row, then the memo and the in-batch copies."""
@@ -195,6 +226,8 @@ class _BatchState:
         self.counts = np.zeros(n, dtype=np.int64)
         self.out = np.zeros(n, dtype=np.uint64)
         self.prefixes: list[np.ndarray | None] = [None] * n
+        # rows to compute, in order: (row, normalized text, its compact code points, truncated)
+        self.queued: list[tuple[int, str, np.ndarray, bool]] = []
         self.hash_parts: list[np.ndarray] = []  # per computed row: its feature hashes and weights
         self.weight_parts: list[np.ndarray] = []
         self.fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards

@@ -64,7 +64,11 @@ def codepoints(text: str) -> np.ndarray:
 
 def mix64(text: str) -> int:
     """The hash of one string (any length)."""
-    cps = codepoints(text)
+    return mix64_codepoints(codepoints(text))
+
+
+def mix64_codepoints(cps: np.ndarray) -> int:
+    """``mix64`` of the string whose code points (uint64) are ``cps``."""
     k = _multipliers(max(1, len(cps)))[: len(cps)]
     with np.errstate(over="ignore"):
         h = np.uint64(len(cps)) * _G + np.sum(cps * k, dtype=np.uint64)

@@ -9,11 +9,14 @@ the quality benchmark's ground truth.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from simhash_spark.core.mix64 import codepoints, mix64, ngram_hashes
+from simhash_spark.core.mix64 import mix64_codepoints, ngram_hashes
 
 _NON_WORD = re.compile(r"[\W_]+")
 
@@ -23,10 +26,32 @@ def compact(text: str) -> str:
     return _NON_WORD.sub("", text)
 
 
+@lru_cache(maxsize=1)
+def _kept() -> np.ndarray:
+    """For every code point, whether ``compact`` keeps it: the very pattern run once over a string of all
+    code points (one C-level scan), so the two cannot disagree."""
+    everything = np.arange(sys.maxunicode + 1, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
+    table = np.zeros(sys.maxunicode + 1, dtype=bool)
+    table[_utf32(compact(everything))] = True
+    table.setflags(write=False)
+    return table
+
+
+def _utf32(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def compact_codepoints(text: str) -> np.ndarray:
+    """The code points of ``compact(text)`` (uint64), by table lookup: a regex substitution tests each
+    character's class one by one, which was a large part of fingerprinting a document."""
+    cps = _utf32(text)
+    return cps[_kept()[cps]].astype(np.uint64)
+
+
 def letters(text: str) -> int:
     """How many letters, digits and ideographs the text has (punctuation, symbols and spaces not counted):
     the length every length rule uses."""
-    return len(compact(text))
+    return len(compact_codepoints(text))
 
 
 @dataclass(frozen=True)
@@ -58,13 +83,17 @@ def char_ngram_hashes(text: str, n: int, *, binary: bool = True) -> tuple[np.nda
     """``char_ngrams`` hashed with mix64, computed on the code point array at once: (uint64 hashes,
     float64 weights), the same multiset as hashing ``char_ngrams``' features one by one (distinct
     n-grams are told apart by their hashes)."""
-    s = compact(text)
-    if not s:
+    return codepoint_ngram_hashes(compact_codepoints(text), n, binary=binary)
+
+
+def codepoint_ngram_hashes(cps: np.ndarray, n: int, *, binary: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``char_ngram_hashes`` of the text whose ``compact_codepoints`` are ``cps``."""
+    if not len(cps):
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float64)
-    if len(s) <= n:
-        return np.array([mix64(s)], dtype=np.uint64), np.ones(1, dtype=np.float64)
+    if len(cps) <= n:
+        return np.array([mix64_codepoints(cps)], dtype=np.uint64), np.ones(1, dtype=np.float64)
     # sort + neighbour test: np.unique (numpy 2) is ~10x slower on arrays of a few hundred values
-    hashes = np.sort(ngram_hashes(codepoints(s), n))
+    hashes = np.sort(ngram_hashes(cps, n))
     first = np.empty(len(hashes), dtype=bool)
     first[0] = True
     np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
@@ -73,6 +102,67 @@ def char_ngram_hashes(text: str, n: int, *, binary: bool = True) -> tuple[np.nda
         return distinct, np.ones(len(distinct), dtype=np.float64)
     counts = np.diff(np.append(np.flatnonzero(first), len(hashes)))
     return distinct, counts.astype(np.float64)
+
+
+# Code points hashed in one numpy pass by ``codepoint_ngram_hashes_many``: large enough that numpy's
+# per-call overhead vanishes, small enough that a batch of long documents stays a few tens of MB.
+_CHUNK_CODEPOINTS = 1 << 20
+
+
+def codepoint_ngram_hashes_many(
+    kept: Sequence[np.ndarray], n: int, *, binary: bool = True
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``codepoint_ngram_hashes`` of each of many texts, in order: the texts' code points back to back,
+    hashed a chunk at a time, so a batch of documents pays numpy's per-call overhead once per chunk
+    instead of once per document and step."""
+    out: list[tuple[np.ndarray, np.ndarray]] = [
+        codepoint_ngram_hashes(c, n, binary=binary) if len(c) <= n else _NONE for c in kept
+    ]
+    chunk: list[int] = []
+    size = 0
+    for i in (i for i, c in enumerate(kept) if len(c) > n):
+        if chunk and size + len(kept[i]) > _CHUNK_CODEPOINTS:
+            _hash_chunk(kept, chunk, n, binary, out)
+            chunk, size = [], 0
+        chunk.append(i)
+        size += len(kept[i])
+    if chunk:
+        _hash_chunk(kept, chunk, n, binary, out)
+    return out
+
+
+_NONE = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float64))
+
+
+def _hash_chunk(
+    kept: Sequence[np.ndarray],
+    rows: list[int],
+    n: int,
+    binary: bool,
+    out: list[tuple[np.ndarray, np.ndarray]],
+) -> None:
+    """``out[i]`` for each text ``i`` of ``rows`` (each longer than n): one rolling hash over their
+    concatenation, the windows that straddle two texts dropped, then each text's sorted distinct hashes."""
+    lengths = np.array([len(kept[i]) for i in rows], dtype=np.int64)
+    hashes = ngram_hashes(np.concatenate([kept[i] for i in rows]), n)
+    ends = np.cumsum(lengths)
+    keep = np.ones(len(hashes), dtype=bool)
+    keep[(ends[:-1, None] + np.arange(1 - n, 0)[None, :]).ravel()] = False
+    windows = lengths - n + 1
+    ordered = np.concatenate([np.sort(h) for h in np.split(hashes[keep], np.cumsum(windows)[:-1])])
+    starts = np.cumsum(windows) - windows
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    first[starts] = True  # a text's smallest hash is distinct within it, whatever the text before held
+    distinct = ordered[first]
+    splits = np.cumsum(np.add.reduceat(first, starts))[:-1]
+    if binary:
+        weights = np.ones(len(distinct), dtype=np.float64)
+    else:
+        weights = np.diff(np.append(np.flatnonzero(first), len(ordered))).astype(np.float64)
+    for i, h, w in zip(rows, np.split(distinct, splits), np.split(weights, splits), strict=True):
+        out[i] = (h, w)
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
