@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -115,36 +115,28 @@ def codepoint_ngram_hashes_many(
     """``codepoint_ngram_hashes`` of each of many texts, in order: the texts' code points back to back,
     hashed a chunk at a time, so a batch of documents pays numpy's per-call overhead once per chunk
     instead of once per document and step."""
-    out: list[tuple[np.ndarray, np.ndarray]] = [
-        codepoint_ngram_hashes(c, n, binary=binary) if len(c) <= n else _NONE for c in kept
-    ]
+    out = {i: codepoint_ngram_hashes(c, n, binary=binary) for i, c in enumerate(kept) if len(c) <= n}
     chunk: list[int] = []
     size = 0
     for i in (i for i, c in enumerate(kept) if len(c) > n):
         if chunk and size + len(kept[i]) > _CHUNK_CODEPOINTS:
-            _hash_chunk(kept, chunk, n, binary, out)
+            out.update(_hash_chunk([kept[j] for j in chunk], chunk, n, binary))
             chunk, size = [], 0
         chunk.append(i)
         size += len(kept[i])
     if chunk:
-        _hash_chunk(kept, chunk, n, binary, out)
-    return out
-
-
-_NONE = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float64))
+        out.update(_hash_chunk([kept[j] for j in chunk], chunk, n, binary))
+    return [out[i] for i in range(len(kept))]
 
 
 def _hash_chunk(
-    kept: Sequence[np.ndarray],
-    rows: list[int],
-    n: int,
-    binary: bool,
-    out: list[tuple[np.ndarray, np.ndarray]],
-) -> None:
-    """``out[i]`` for each text ``i`` of ``rows`` (each longer than n): one rolling hash over their
-    concatenation, the windows that straddle two texts dropped, then each text's sorted distinct hashes."""
-    lengths = np.array([len(kept[i]) for i in rows], dtype=np.int64)
-    hashes = ngram_hashes(np.concatenate([kept[i] for i in rows]), n)
+    texts: list[np.ndarray], rows: list[int], n: int, binary: bool
+) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+    """(row, ``codepoint_ngram_hashes``) of each of ``texts`` (code points, each longer than n; ``rows``
+    their positions): one rolling hash over their concatenation, the windows that straddle two texts
+    dropped, then each text's sorted distinct hashes."""
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    hashes = ngram_hashes(np.concatenate(texts), n)
     ends = np.cumsum(lengths)
     keep = np.ones(len(hashes), dtype=bool)
     keep[(ends[:-1, None] + np.arange(1 - n, 0)[None, :]).ravel()] = False
@@ -156,13 +148,13 @@ def _hash_chunk(
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     first[starts] = True  # a text's smallest hash is distinct within it, whatever the text before held
     distinct = ordered[first]
-    splits = np.cumsum(np.add.reduceat(first, starts))[:-1]
+    splits = np.cumsum(np.add.reduceat(first, starts, dtype=np.int64))[:-1]
     if binary:
         weights = np.ones(len(distinct), dtype=np.float64)
     else:
         weights = np.diff(np.append(np.flatnonzero(first), len(ordered))).astype(np.float64)
-    for i, h, w in zip(rows, np.split(distinct, splits), np.split(weights, splits), strict=True):
-        out[i] = (h, w)
+    for row, h, w in zip(rows, np.split(distinct, splits), np.split(weights, splits), strict=True):
+        yield row, (h, w)
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
