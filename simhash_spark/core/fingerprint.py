@@ -96,11 +96,10 @@ class Fingerprinter:
             self._memo.popitem(last=False)
 
     def hashed_features(
-        self, texts: Sequence[str], kept: Sequence[np.ndarray] | None = None
+        self, texts: Sequence[str], kept: Sequence[np.ndarray]
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """(uint64 feature hashes, float64 weights) of each normalized text (``kept``: their
-        ``compact_codepoints``, when the caller has them)."""
-        kept = [compact_codepoints(t) for t in texts] if kept is None else kept
+        ``compact_codepoints``)."""
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         together = []  # mix64 n-grams of texts that are not short: hashed in one pass
         for j, (text, cps) in enumerate(zip(texts, kept, strict=True)):

@@ -169,7 +169,7 @@ def _char_pattern(mapping: dict[str, str]) -> re.Pattern[str]:
     """The keys of a one-character map as one character class. No value may hold a key, so the order in
     which ``_replace_chars`` swaps them never matters."""
     if not all(len(k) == 1 and not set(v) & mapping.keys() for k, v in mapping.items()):
-        raise ValueError("a one-character map whose keys are single characters absent from its values")
+        raise ValueError("a character map needs one-character keys that no value contains")
     return re.compile("[" + "".join(re.escape(k) for k in sorted(mapping)) + "]")
 
 

@@ -93,15 +93,28 @@ def codepoint_ngram_hashes(cps: np.ndarray, n: int, *, binary: bool = True) -> t
     if len(cps) <= n:
         return np.array([mix64_codepoints(cps)], dtype=np.uint64), np.ones(1, dtype=np.float64)
     # sort + neighbour test: np.unique (numpy 2) is ~10x slower on arrays of a few hundred values
-    hashes = np.sort(ngram_hashes(cps, n))
-    first = np.empty(len(hashes), dtype=bool)
+    distinct, weights, _ = _distinct_runs(np.sort(ngram_hashes(cps, n)), _ONE_RUN, binary)
+    return distinct, weights
+
+
+_ONE_RUN = np.zeros(1, dtype=np.int64)
+
+
+def _distinct_runs(
+    ordered: np.ndarray, starts: np.ndarray, binary: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of hashes sorted within runs (one per text, starting at ``starts``): each run's distinct hashes, in
+    order, their weights (1, or how often the hash occurs in its run) and the flags of the first
+    occurrences."""
+    first = np.empty(len(ordered), dtype=bool)
     first[0] = True
-    np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
-    distinct = hashes[first]
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    first[starts] = True  # a text's smallest hash is distinct within it, whatever the text before held
+    distinct = ordered[first]
     if binary:
-        return distinct, np.ones(len(distinct), dtype=np.float64)
-    counts = np.diff(np.append(np.flatnonzero(first), len(hashes)))
-    return distinct, counts.astype(np.float64)
+        return distinct, np.ones(len(distinct), dtype=np.float64), first
+    counts = np.diff(np.append(np.flatnonzero(first), len(ordered)))
+    return distinct, counts.astype(np.float64), first
 
 
 # Code points hashed in one numpy pass by ``codepoint_ngram_hashes_many``: large enough that numpy's
@@ -143,16 +156,8 @@ def _hash_chunk(
     windows = lengths - n + 1
     ordered = np.concatenate([np.sort(h) for h in np.split(hashes[keep], np.cumsum(windows)[:-1])])
     starts = np.cumsum(windows) - windows
-    first = np.empty(len(ordered), dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    first[starts] = True  # a text's smallest hash is distinct within it, whatever the text before held
-    distinct = ordered[first]
+    distinct, weights, first = _distinct_runs(ordered, starts, binary)
     splits = np.cumsum(np.add.reduceat(first, starts, dtype=np.int64))[:-1]
-    if binary:
-        weights = np.ones(len(distinct), dtype=np.float64)
-    else:
-        weights = np.diff(np.append(np.flatnonzero(first), len(ordered))).astype(np.float64)
     for row, h, w in zip(rows, np.split(distinct, splits), np.split(weights, splits), strict=True):
         yield row, (h, w)
 
