@@ -30,9 +30,8 @@ def core_single_process(texts: list[str], overrides: list[str]) -> float:
     from simhash_spark.core.fingerprint import Fingerprinter
 
     model = load_config(overrides=overrides).model
-    Fingerprinter(model).batch(
-        texts[:10]
-    )  # load dictionaries outside the timing, as a Spark worker does once
+    # load dictionaries and tables outside the timing, as a Spark worker does once
+    Fingerprinter(model).batch(texts[:10])
     fp = Fingerprinter(model)  # an empty memo, as each Spark task starts with
     start = time.perf_counter()
     for i in range(0, len(texts), 1000):
@@ -41,9 +40,10 @@ def core_single_process(texts: list[str], overrides: list[str]) -> float:
 
 
 def spark_udf(texts: list[str], cores: int, overrides: list[str], repeat: int) -> tuple[float, float | None]:
-    """Seconds of the stage over ``texts`` (the fastest of ``repeat`` runs) in the job's own local session (``session.build_session``: its
-    driver compiler, class archive and Arrow batch size), and the driver JVM's CPU seconds meanwhile
-    (None off Linux): the JVM's share of the two cores is what the Python workers do not get."""
+    """Seconds of the stage over ``texts`` (the fastest of ``repeat`` runs) in the job's own local session
+    (``session.build_session``: its driver compiler, class archive and Arrow batch size), and the driver
+    JVM's CPU seconds in that run (None off Linux): the JVM's share of the cores is what the Python
+    workers do not get."""
     from simhash_spark import columns as C
     from simhash_spark.config import load_config
     from simhash_spark.session import build_session
