@@ -25,10 +25,10 @@ from simhash_spark.core.prefix_filter import from_bytes, may_pass
 from simhash_spark.core.shingles import (
     SHORT_TEXTS_OFF,
     ShortTextOptions,
-    char_ngram_hashes,
+    codepoint_ngram_hashes,
+    compact_codepoints,
     edit_similarity,
     hashed_jaccard,
-    letters,
 )
 
 MEASURES = ("char_jaccard", "edit", "none")
@@ -68,10 +68,11 @@ def similarity(
     # over 64-bit hashes of the distinct n-grams (numpy, ~4x faster than sets of strings); equal to the
     # Jaccard of the n-gram sets unless two distinct n-grams of the pair collide (~1e-13)
     n = opts.ngram_size
-    # letters are counted only when the mode is on
-    if short.below_letters and short.is_short(min(letters(a), letters(b))):
+    cps_a, cps_b = compact_codepoints(a), compact_codepoints(b)
+    # the letters are the compact code points (shingles.letters): counted once, hashed from the same arrays
+    if short.is_short(min(len(cps_a), len(cps_b))):
         n = short.ngram_size
-    return hashed_jaccard(char_ngram_hashes(a, n)[0], char_ngram_hashes(b, n)[0])
+    return hashed_jaccard(codepoint_ngram_hashes(cps_a, n)[0], codepoint_ngram_hashes(cps_b, n)[0])
 
 
 def similarities(
