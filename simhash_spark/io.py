@@ -17,6 +17,7 @@ from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.errors import ConfigError, InputError, essence
 from simhash_spark.storage import FileSystem
+from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.clusters import policy_column
 
 log = logging.getLogger(__name__)
@@ -227,9 +228,7 @@ def write_all(outputs: Mapping[str, DataFrame]) -> None:
     items = list(outputs.items())
     if not items:
         return
-    try:
-        items[0][1].sparkSession.sparkContext  # noqa: B018 -- Spark Connect has none
-    except Exception:
+    if spark_context(items[0][1].sparkSession) is None:
         for path, df in items:
             write_parquet(df, path)
         return

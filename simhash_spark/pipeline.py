@@ -50,6 +50,7 @@ from simhash_spark.report.collect_local import local_report
 from simhash_spark.report.render import ReportData, render
 from simhash_spark.storage import FileSystem
 from simhash_spark.tables import OutputTables
+from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.clusters import (
     assign_clusters,
     attach_clusters,
@@ -113,21 +114,21 @@ class DedupResult:
 
 
 def _default_parallelism(spark: SparkSession) -> int:
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:
+    sc = spark_context(spark)
+    if sc is None:
         return int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    return int(sc.defaultParallelism)
 
 
 def _driver_cores(spark: SparkSession) -> int:
     """The cores the driver may use for its own work: in local mode the ones Spark's tasks would use
     (``local[N]``), elsewhere ``spark.driver.cores`` (default 1: a client-mode driver shares its machine)."""
-    try:
-        if (spark.sparkContext.master or "").startswith("local"):
-            return max(1, int(spark.sparkContext.defaultParallelism))
-        return max(1, int(spark.conf.get("spark.driver.cores", "1") or 1))
-    except Exception:  # Spark Connect: the driver is not here
+    sc = spark_context(spark)
+    if sc is None:  # Spark Connect: the driver is not here
         return 1
+    if (sc.master or "").startswith("local"):
+        return max(1, int(sc.defaultParallelism))
+    return max(1, int(spark.conf.get("spark.driver.cores", "1") or 1))
 
 
 def _spread(spark: SparkSession, docs: DataFrame, cfg: Config) -> DataFrame:
@@ -147,9 +148,8 @@ def _ship_model_files(spark: SparkSession, cfg: Config) -> None:
     paths = model_files(cfg.model)
     if not paths:
         return
-    try:
-        sc = spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext; artifacts travel with the session
+    sc = spark_context(spark)
+    if sc is None:  # Spark Connect: artifacts travel with the session
         for path in paths:
             spark.addArtifacts(path, file=True)
         return

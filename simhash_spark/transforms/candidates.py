@@ -20,6 +20,7 @@ from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
 from simhash_spark.core.bucket_pairs import TableJoin, bucket_pairs, join_tables
+from simhash_spark.transforms.classic import spark_context
 
 _MIN_ROWS = 1 << 16  # rows gathered before comparing: numpy calls per Arrow batch (1,000 rows) would dominate
 
@@ -126,12 +127,11 @@ def in_task_parallelism(spark: SparkSession, n_fingerprints: int) -> int | None:
     """Tasks for ``in_task_band_join`` (the default parallelism), or None where it must not run: Spark
     Connect has no SparkContext to broadcast with, and the driver collects every fingerprint first, so
     they must fit a quarter of its heap (a 1 GB driver: ~4 M)."""
-    try:
-        sc = spark.sparkContext
-        tasks = int(sc.defaultParallelism)
-        heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())  # type: ignore[union-attr]
-    except Exception:
+    sc = spark_context(spark)
+    if sc is None or sc._jvm is None:
         return None
+    tasks = int(sc.defaultParallelism)
+    heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
     return tasks if n_fingerprints * COLLECT_BYTES <= heap // 4 else None
 
 
