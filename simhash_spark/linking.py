@@ -56,7 +56,7 @@ from simhash_spark.transforms.identical import (
     star_edges,
     within_group_pairs,
 )
-from simhash_spark.transforms.verify import accept_pairs
+from simhash_spark.transforms.verify import accept_pairs, drop_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -151,17 +151,14 @@ def link(
     linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which takes the
     fingerprints and texts from ``at_hand`` when the caller holds them. ``prefixes`` (``id``,
     ``check_prefix``): the prefixes the fingerprint pass emitted for the text check
-    (``transforms.verify.accept_pairs``)."""
+    (``transforms.verify.drop_unreachable``)."""
     if _on_driver(keyed, params, n_docs):
         if at_hand is not None:
             held = partial(_documents, at_hand.keyed, at_hand.titles, params.rule)
             return _link_on_driver(keyed, params, ctx, documents=held, fetch=at_hand.texts)
         collected = partial(_collect_documents, keyed, titles, params.rule)
         return _link_on_driver(keyed, params, ctx, documents=collected, fetch=_texts_of(texts))
-    linked = _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, prefixes=prefixes)
-    if prefixes is not None and params.rule.verify.enabled:
-        linked.stats["verify"]["prefix_filter"] = True  # the check read only pairs whose prefixes meet
-    return linked
+    return _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, prefixes=prefixes)
 
 
 def _link_in_spark(
@@ -379,18 +376,22 @@ def _accepted(
     texts: DataFrame | None,
     titles: DataFrame | None,
     prefixes: DataFrame | None,
+    n_candidates: int,
     few_candidates: bool,
-) -> tuple[DataFrame, int]:
-    """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), and the
-    number of forest edges. ``few_candidates``: few enough for the driver to broadcast their ids."""
+) -> tuple[DataFrame, int, int | None]:
+    """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
+    number of forest edges, and how many of the ``n_candidates`` candidates the prefixes rejected (None
+    without them). ``few_candidates``: few enough for the driver to broadcast their ids. With
+    ``prefixes``, the candidates whose prefixes show they cannot pass the check are dropped first, in joins
+    of the prefixes alone, so only the texts of the others are joined."""
+    rejected = None
+    if prefixes is not None and rule.verify.enabled:
+        candidates = ctx.persist(
+            drop_unreachable(candidates, rule=rule, prefixes=prefixes, few=few_candidates)
+        )
+        rejected = n_candidates - candidates.count()
     rep_pairs = accept_pairs(
-        candidates,
-        rule=rule,
-        lengths=lengths,
-        texts=texts,
-        titles=titles,
-        prefixes=prefixes,
-        few=few_candidates,
+        candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few_candidates
     )
     forest_edges = 0
     if design.n_hot and design.hot is not None:
@@ -402,7 +403,7 @@ def _accepted(
         )
         forest_edges = forest.count()
         rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-    return ctx.persist(rep_pairs), forest_edges
+    return ctx.persist(rep_pairs), forest_edges, rejected
 
 
 def _find(
@@ -431,7 +432,7 @@ def _find(
             design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):
-        rep_pairs, forest_edges = _accepted(
+        rep_pairs, forest_edges, prefix_rejected = _accepted(
             candidates,
             ident,
             design,
@@ -441,6 +442,7 @@ def _find(
             texts=texts,
             titles=titles,
             prefixes=prefixes,
+            n_candidates=within_k,
             few_candidates=within_k <= params.local_max_edges,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
@@ -452,6 +454,8 @@ def _find(
         star_edges(ident.members)
     )
     stats = _stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
+    if prefix_rejected is not None:  # the check read only the pairs whose prefixes meet
+        stats["verify"].update(prefix_filter=True, prefix_rejected=prefix_rejected)
     return _Found(pairs, edges, n_pairs, stats)
 
 

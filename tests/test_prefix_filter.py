@@ -17,10 +17,11 @@ from simhash_spark.core.prefix_filter import (
     ngram_prefix,
     prefix_length,
     prefix_threshold,
+    stored_prefixes_meet,
     to_bytes,
 )
 from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, hashed_jaccard
-from simhash_spark.core.verify import VerifyOptions
+from simhash_spark.core.verify import VerifyOptions, similarities
 
 ALPHABET = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你能"
 
@@ -115,29 +116,22 @@ def test_the_fingerprinter_emits_each_documents_prefix_and_the_same_fingerprints
     assert may_pass(first.prefix[0], first.prefix[1]) and not may_pass(first.prefix[0], first.prefix[3])
 
 
-def test_the_check_reads_only_the_pairs_whose_prefixes_meet(monkeypatch):
-    import simhash_spark.core.verify as verify
-
+def test_stored_prefixes_reject_only_pairs_the_check_fails():
     docs = [d for d in _corpus(5) if d is not None]
     stored = [
         None if p is None else to_bytes(p)
         for p in Fingerprinter(ModelOptions(), 0.8).batch(docs).prefix or []
     ]
     pairs = [(a, b) for a in range(len(docs)) for b in range(a + 1, len(docs))]
-    texts_a, texts_b = [docs[a] for a, _ in pairs], [docs[b] for _, b in pairs]
-    opts, norm = VerifyOptions(), NormalizeOptions()
-    unfiltered = verify.similarities(texts_a, texts_b, opts, norm)
-    read = []
-    original = verify.similarity
-    monkeypatch.setattr(
-        verify, "similarity", lambda a, b, *rest: read.append((a, b)) or original(a, b, *rest)
+    scores = similarities(
+        [docs[a] for a, _ in pairs], [docs[b] for _, b in pairs], VerifyOptions(), NormalizeOptions()
     )
-    prefixes = ([stored[a] for a, _ in pairs], [stored[b] for _, b in pairs])
-    filtered = verify.similarities(texts_a, texts_b, opts, norm, prefixes=prefixes)
-    passing = unfiltered >= 0.8
-    assert passing.any() and (filtered[passing] == unfiltered[passing]).all()
-    assert (filtered[~passing] < 0.8).all()
-    assert len(pairs) > len(read) >= passing.sum()  # pairs whose prefixes do not meet are not read
+    meet = stored_prefixes_meet([stored[a] for a, _ in pairs], [stored[b] for _, b in pairs])
+    passing = scores >= 0.8
+    assert passing.any() and meet[passing].all()  # never a pair the check passes
+    assert not meet[~passing].all()  # and some of the others: unrelated documents
+    # a document without a stored prefix (an index entry) is checked whatever the other holds
+    assert stored_prefixes_meet([None, stored[0], None], [stored[1], None, None]).tolist() == [True] * 3
     assert (
         from_bytes(stored[0]).tolist()
         == Fingerprinter(ModelOptions(), 0.8).batch(docs[:1]).prefix[0].tolist()
@@ -148,7 +142,7 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
     from simhash_spark.core.rules import PairRule
     from simhash_spark.core.verify import ThresholdPolicy
     from simhash_spark.transforms.fingerprint import add_fingerprints
-    from simhash_spark.transforms.verify import accept_pairs
+    from simhash_spark.transforms.verify import accept_pairs, drop_unreachable
 
     docs = _corpus(11)
     frame = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
@@ -167,9 +161,19 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
     lengths = spark.createDataFrame([(i, 300) for i in range(n)], "id long, n_chars int")
     for few in (False, True):
         args = {"rule": rule, "lengths": lengths, "texts": frame, "few": few}
-        filtered = accept_pairs(cands, prefixes=prefixes, **args).collect()
+        kept = drop_unreachable(cands, rule=rule, prefixes=prefixes, few=few)
+        assert 3 <= kept.count() < cands.count()  # unrelated documents' pairs are dropped
+        filtered = accept_pairs(kept, **args).collect()
         assert sorted(filtered) == sorted(accept_pairs(cands, **args).collect())
         assert {(r["id_a"], r["id_b"]) for r in filtered} == {(0, 1), (0, 6), (1, 6)}
+    # pairs the rule accepts unchecked stay, and so do pairs of a document without a prefix
+    unchecked = PairRule(ThresholdPolicy(12), VerifyOptions(accept_distance=6), NormalizeOptions())
+    assert drop_unreachable(cands, rule=unchecked, prefixes=prefixes).count() == cands.count()
+    without_0 = prefixes.where("id != 0")
+    kept_ids = {
+        (r["id_a"], r["id_b"]) for r in drop_unreachable(cands, rule=rule, prefixes=without_0).collect()
+    }
+    assert {(0, b) for b in range(1, n)} <= kept_ids
 
 
 @pytest.mark.heavy
@@ -191,4 +195,7 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(
     (pairs_off, docs_off, stats_off), (pairs_on, docs_on, stats_on) = outputs
     assert pairs_on == pairs_off and docs_on == docs_off and stats_off["verify"]["passed"] > 0
     assert stats_on["verify"].pop("prefix_filter") is True and "prefix_filter" not in stats_off["verify"]
+    # rejected by the prefixes: never more than the check rejects (the stage test shows that it rejects)
+    failed = stats_off["candidate_pairs_within_k"] - stats_off["verify"]["passed"]
+    assert 0 <= stats_on["verify"].pop("prefix_rejected") <= failed
     assert stats_on["verify"] == stats_off["verify"]

@@ -16,6 +16,7 @@ when its prefixes meet.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,6 +74,20 @@ def to_bytes(prefix: np.ndarray) -> bytes:
 
 def from_bytes(stored: bytes) -> np.ndarray:
     return np.frombuffer(stored, dtype="<u4")
+
+
+def stored_prefixes_meet(stored_a: Sequence[bytes | None], stored_b: Sequence[bytes | None]) -> np.ndarray:
+    """Element-wise over pairs of stored prefixes (``to_bytes``): False where both are there and do not
+    meet (``may_pass``: the pair cannot pass the check), True else (a document without a prefix, e.g. an
+    index entry, is checked)."""
+    return np.fromiter(
+        (
+            a is None or b is None or may_pass(from_bytes(a), from_bytes(b))
+            for a, b in zip(stored_a, stored_b, strict=True)
+        ),
+        dtype=bool,
+        count=len(stored_a),
+    )
 
 
 def may_pass(prefix_a: np.ndarray, prefix_b: np.ndarray) -> bool:

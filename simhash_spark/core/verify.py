@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from simhash_spark.core.normalize import NormalizeOptions, normalize
-from simhash_spark.core.prefix_filter import from_bytes, may_pass
 from simhash_spark.core.shingles import (
     SHORT_TEXTS_OFF,
     ShortTextOptions,
@@ -81,26 +80,13 @@ def similarities(
     opts: VerifyOptions,
     norm: NormalizeOptions,
     short: ShortTextOptions = SHORT_TEXTS_OFF,
-    prefixes: tuple[Sequence[bytes | None], Sequence[bytes | None]] | None = None,
 ) -> np.ndarray:
-    """Element-wise ``similarity``; a missing text scores 0, and so does a pair whose stored prefixes
-    (``core.prefix_filter``, taken for ``opts.min_similarity``) do not meet: it cannot reach the
-    threshold, and its texts are not read."""
-    pa, pb = prefixes if prefixes is not None else ([None] * len(texts_a), [None] * len(texts_a))
-
-    def score(a: str | None, b: str | None, prefix_a: bytes | None, prefix_b: bytes | None) -> float:
-        if a is None or b is None:
-            return 0.0
-        if (
-            prefix_a is not None
-            and prefix_b is not None
-            and not may_pass(from_bytes(prefix_a), from_bytes(prefix_b))
-        ):
-            return 0.0
-        return similarity(a, b, opts, norm, short)
-
+    """Element-wise ``similarity``; a missing text scores 0."""
     return np.fromiter(
-        (score(*row) for row in zip(texts_a, texts_b, pa, pb, strict=True)),
+        (
+            0.0 if a is None or b is None else similarity(a, b, opts, norm, short)
+            for a, b in zip(texts_a, texts_b, strict=True)
+        ),
         dtype=np.float64,
         count=len(texts_a),
     )

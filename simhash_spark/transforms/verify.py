@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
+from simhash_spark.core.prefix_filter import stored_prefixes_meet
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, similarities
 
@@ -68,28 +69,52 @@ def _values(column: pd.Series) -> list[Any]:
 
 
 def _similarity_udf(rule: PairRule) -> Any:
-    """``core.verify.similarities`` of two text columns; with two more, the pair's stored prefixes
-    (``core.prefix_filter``), tested before the texts are read."""
+    """``core.verify.similarities`` of two text columns."""
 
     @pandas_udf("double")  # type: ignore[call-overload]
-    def similarity(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
-        for a, b, *stored in batches:
-            prefixes = (_values(stored[0]), _values(stored[1])) if stored else None
-            opts = (rule.verify, rule.norm, rule.short)
-            yield pd.Series(similarities(_values(a), _values(b), *opts, prefixes=prefixes))
+    def similarity(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+        for a, b in batches:
+            yield pd.Series(similarities(_values(a), _values(b), rule.verify, rule.norm, rule.short))
 
     return similarity
 
 
-def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str, *more: str) -> DataFrame:
-    """``pairs`` with ``column`` of both documents as ``_a<suffix>``, ``_b<suffix>`` (left joins), and each
-    of ``more`` as ``_a<column>``, ``_b<column>`` in the same joins."""
+def _prefixes_meet_udf() -> Any:
+    """``core.prefix_filter.stored_prefixes_meet`` of two binary columns (built when used, in the session's
+    flavour: classic or Spark Connect)."""
+
+    @pandas_udf("boolean")  # type: ignore[call-overload]
+    def prefixes_meet(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+        for a, b in batches:
+            yield pd.Series(stored_prefixes_meet(_values(a), _values(b)))
+
+    return prefixes_meet
+
+
+def drop_unreachable(
+    candidates: DataFrame, *, rule: PairRule, prefixes: DataFrame, few: bool = False
+) -> DataFrame:
+    """The candidates but those the text check would test whose prefixes do not meet: they cannot pass it
+    (``core.prefix_filter``), so their texts need not be joined at all. Pairs the rule accepts without
+    the check, and pairs with a document without a prefix, are kept.
+
+    In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``prefixes`` (``id``, ``check_prefix``: what the
+    fingerprint pass emitted for this rule's check); ``few`` as ``accept_pairs``. Out: ``id_a``, ``id_b``,
+    ``distance``."""
+    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
+    if not rule.verify.enabled:
+        return pairs
+    rows = _rows_of_pairs(pairs, prefixes) if few else prefixes
+    with_prefixes = _by_pair(pairs, rows, C.PREFIX, "prefix")
+    meet = _prefixes_meet_udf()(F.col("_aprefix"), F.col("_bprefix"))
+    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | meet
+    return with_prefixes.where(keep).select(C.ID_A, C.ID_B, C.DISTANCE)
+
+
+def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
+    """``pairs`` with ``column`` of both documents as ``_a<suffix>``, ``_b<suffix>`` (left joins)."""
     for end, id_col in (("a", C.ID_A), ("b", C.ID_B)):
-        one = side.select(
-            F.col(C.ID).alias(f"_{end}{suffix}_id"),
-            F.col(column).alias(f"_{end}{suffix}"),
-            *[F.col(c).alias(f"_{end}{c}") for c in more],
-        )
+        one = side.select(F.col(C.ID).alias(f"_{end}{suffix}_id"), F.col(column).alias(f"_{end}{suffix}"))
         pairs = pairs.join(one, on=F.col(id_col) == F.col(f"_{end}{suffix}_id"), how="left")
     return pairs
 
@@ -136,16 +161,13 @@ def accept_pairs(
     lengths: DataFrame,
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
-    prefixes: DataFrame | None = None,
     few: bool = False,
 ) -> DataFrame:
     """The candidates the rule accepts.
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``), ``texts``
     (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
-    needed with ``rule.title_max_distance``), ``prefixes`` (``id``, ``check_prefix``: the prefixes the
-    fingerprint pass emitted for this rule's check, ``core.prefix_filter``: a pair whose prefixes do not
-    meet is rejected without normalizing or comparing its texts); ``few``: the candidates are few enough
+    needed with ``rule.title_max_distance``); ``few``: the candidates are few enough
     for their ids to be broadcast (only the texts the check reads are then shuffled). Out: ``id_a``,
     ``id_b``, ``distance``, ``similarity`` (null where not checked), ``reason``.
     """
@@ -174,16 +196,8 @@ def accept_pairs(
     checked_pairs = pairs.where(needs)
     if few:
         texts = _rows_of_pairs(checked_pairs, texts)
-        prefixes = None if prefixes is None else _rows_of_pairs(checked_pairs, prefixes)
-    if prefixes is None:
-        to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
-        similarity = _similarity_udf(rule)(F.col("_atext"), F.col("_btext"))
-    else:
-        # the prefixes ride along with the texts, in the same joins
-        with_prefixes = texts.join(prefixes, on=C.ID, how="left")
-        to_check = _by_pair(checked_pairs, with_prefixes, C.TEXT, "text", C.PREFIX)
-        ends = [F.col(f"_{end}{c}") for c in ("text", C.PREFIX) for end in "ab"]
-        similarity = _similarity_udf(rule)(*ends)
+    to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
+    similarity = _similarity_udf(rule)(F.col("_atext"), F.col("_btext"))
     with_sim = to_check.withColumn(C.SIMILARITY, similarity)
     checked = accepted(with_sim, F.col(C.SIMILARITY)).where(F.col(C.REASON).isNotNull())
     return direct.unionByName(checked)
