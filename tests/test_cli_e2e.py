@@ -219,9 +219,12 @@ def test_report_of_the_run(result):
 
 
 @pytest.mark.slow
-def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_path):
+@pytest.mark.parametrize("on", ["driver", "executors"])
+def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_path, on):
     """``--name`` and ``--conf`` given to spark-submit are what the job runs with; the job's log lines go to
-    stderr, so stdout is one JSON line."""
+    stderr, so stdout is one JSON line. Both paths: a small run on the driver, and the same run forced
+    through the Spark stages (``cluster.local_max_documents=0``), whose shuffles see Spark's default 200
+    partitions."""
     import os
     import subprocess
     import sys
@@ -250,6 +253,7 @@ def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_p
             ],
             str(job),
             *["--input", str(corpus), "--output", str(out), "--set", "output.write_report=false"],
+            *(["--set", "cluster.local_max_documents=0"] if on == "executors" else []),
         ],
         env=env,
         capture_output=True,
@@ -260,7 +264,9 @@ def test_under_spark_submit_its_settings_win_and_stdout_is_the_result_line(tmp_p
     lines = proc.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["input_rows"] > 40, proc.stdout[:2000]
     assert "stage fingerprint: start" in proc.stderr
-    spark_info = json.loads((out / "summary.json").read_text())["spark"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["fingerprinted_on"] == on and summary["duplicates"] > 0
+    spark_info = summary["spark"]
     assert spark_info["app_name"] == "simhash_dedup_20261129"
     assert spark_info["arrow_max_records_per_batch"] == "5000"
     # Spark's default 200 shuffle partitions (spark-submit sets none here): outputs are sized from the
