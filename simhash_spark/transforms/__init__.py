@@ -9,6 +9,9 @@ docstring). In the order a document meets them:
 - ``components``, ``clusters``: connected components, then documents/, clusters/, deduplicated/ rows;
 - ``index_rows``, ``incremental``: the index's key rows, and a batch's view of what it touches.
 
+Helpers, not stages: ``driver_frames`` (rows the driver computed, as DataFrames) and ``classic`` (what a
+classic session has that Spark Connect has not).
+
 Stages that return numbers run actions: ``designs.choose_design`` (one aggregation over a sample),
 ``identical.cross_group_pair_count`` (one aggregation) and ``components.connected_components`` (one
 count per round until a fixpoint).
