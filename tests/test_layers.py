@@ -46,9 +46,8 @@ def module_name(path: Path) -> str:
 def layer_of(module: str) -> int:
     for level, (_, members) in enumerate(LAYERS):
         for member in members:
-            if module == member or (member.endswith(".") and module.startswith(member)):
-                return level
-            if module == member.rstrip("."):  # a subpackage's own __init__
+            # "pkg." holds pkg itself (its __init__) and every module under it
+            if module == member.rstrip(".") or (member.endswith(".") and module.startswith(member)):
                 return level
     raise AssertionError(f"{module} is in no layer of tests/test_layers.py: place it")
 
