@@ -66,9 +66,22 @@ def exit_code(error: BaseException) -> int | None:
 
 
 class SimhashSparkSubmitOperator(SparkSubmitOperator):
-    """``SparkSubmitOperator`` that fails without retries on the job's deterministic exit codes."""
+    """``SparkSubmitOperator`` that fails without retries on the job's deterministic exit codes, and before
+    submitting when a required setting rendered empty (``required``: setting name → its template)."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "required")
+
+    def __init__(self, *, required: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.required = dict(required or {})
 
     def execute(self, context: Any) -> Any:
+        unset = sorted(name for name, value in self.required.items() if not str(value).strip())
+        if unset:
+            raise AirflowFailException(
+                f"simhash_spark: {', '.join(unset)} not set: set the Airflow Variable (or the environment "
+                "variable of that name where the DAG is parsed); nothing was submitted"
+            )
         try:
             return super().execute(context)
         except AirflowException as e:
@@ -97,6 +110,8 @@ def var(name: str, default: str = "") -> str:
 
 
 JOBS = var("SIMHASH_JOBS", str(Path(__file__).resolve().parent.parent / "jobs"))
+INPUT_ROOT = var("SIMHASH_INPUT_ROOT")
+OUTPUT_ROOT = var("SIMHASH_OUTPUT_ROOT")
 INDEX = var("SIMHASH_INDEX")
 CONFIG = var("SIMHASH_CONFIG", "default")
 SPARK_CONF = json.loads(os.environ.get("SIMHASH_SPARK_CONF", "{}"))
@@ -119,11 +134,16 @@ with DAG(
         application=f"{JOBS}/dedup.py",
         name="simhash_dedup_{{ ds_nodash }}",
         conf=SPARK_CONF,
+        required={
+            "SIMHASH_INPUT_ROOT": INPUT_ROOT,
+            "SIMHASH_OUTPUT_ROOT": OUTPUT_ROOT,
+            "SIMHASH_INDEX": INDEX,
+        },
         application_args=[
             "--input",
-            var("SIMHASH_INPUT_ROOT") + f"/dt={DAY}",
+            INPUT_ROOT + f"/dt={DAY}",
             "--output",
-            var("SIMHASH_OUTPUT_ROOT") + f"/dt={DAY}",
+            OUTPUT_ROOT + f"/dt={DAY}",
             "--index",
             INDEX,
             "--run-date",
@@ -139,6 +159,7 @@ with DAG(
         application=f"{JOBS}/index_compact.py",
         name="simhash_compact_{{ ds_nodash }}",
         conf=SPARK_CONF,
+        required={"SIMHASH_INDEX": INDEX},
         # merges once at least 7 older snapshots piled up; the last 7 days stay rerunnable
         application_args=[INDEX, "--keep-recent", "7", "--min-snapshots", "7", "--config", CONFIG],
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config, presets
-from simhash_spark.errors import ConfigError, OutputError, SimhashSparkError, essence
+from simhash_spark.errors import ConfigError, OutputError, SimhashSparkError, decode_utf8, essence
 
 log = logging.getLogger("simhash_spark")
 
@@ -195,24 +195,28 @@ def _add_index(sub: Any) -> None:
         "(committed atomically; the merged folders are removed afterwards).",
     )
     co.add_argument("path", metavar="PATH")
+    # each option sets its [index] key, validated as the configuration is (index.keep_recent, ...)
     co.add_argument(
-        "--keep-recent", type=int, default=7, help="run dates left unmerged (rerunnable), default 7"
+        "--keep-recent",
+        metavar="N",
+        help="run dates left unmerged, so they stay rerunnable (index.keep_recent, default 7)",
     )
     co.add_argument(
         "--retention-days",
-        type=int,
-        default=None,
-        help="drop entries whose run date is more than N days before the latest run (default: index.retention_days)",
+        metavar="N",
+        help="drop entries whose run date is more than N days before the latest run "
+        "(index.retention_days, default 0: keep everything)",
     )
     co.add_argument(
-        "--min-snapshots", type=int, default=2, help="merge only when at least this many (default 2)"
+        "--min-snapshots",
+        metavar="N",
+        help="merge only when at least this many snapshots would be (index.compact_min_snapshots, default 2)",
     )
     co.add_argument(
         "--max-drop-fraction",
-        type=float,
-        default=0.5,
+        metavar="F",
         help="refuse (exit 2) a compaction whose retention would drop more than this fraction of the "
-        "entries (default 0.5)",
+        "entries (index.max_drop_fraction, default 0.5)",
     )
     _add_common(co)
 
@@ -265,6 +269,7 @@ def _run_dedup(args: argparse.Namespace) -> int:
     from simhash_spark.pipeline import run
     from simhash_spark.session import build_session
 
+    _refuse_empty_values(args, ("input", "input_table", "output", "index", "output_table_prefix", "run_date"))
     overrides = list(args.overrides)
     if args.overwrite:
         overrides.append("output.overwrite=true")
@@ -316,6 +321,17 @@ def _run_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_empty_values(args: argparse.Namespace, options: Sequence[str]) -> None:
+    """An option given an empty value (a scheduler's unset variable) is exit 2 naming it, not taken as
+    absent: ``--index ""`` would otherwise run without the index and blame another option."""
+    for option in options:
+        value = getattr(args, option)
+        if value is not None and not str(value).strip():
+            raise ConfigError(
+                f"--{option.replace('_', '-')}: empty value (is the variable that sets it unset?)"
+            )
+
+
 def _refuse_existing_local_output(output: str, overwrite: bool) -> None:
     """Before starting Spark, where Python can see the path: an existing output without --overwrite is
     exit 2 at once (other file systems are checked as soon as the session is up)."""
@@ -336,14 +352,7 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
 
 
 def _decode_lines(data: bytes, source: str) -> list[str]:
-    try:
-        return data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{source}: not UTF-8 (line {line}, byte {e.start}: {data[e.start : e.start + 4]!r}); "
-            "convert it, e.g. with iconv -f GB18030 -t UTF-8"
-        ) from None
+    return decode_utf8(data, source, "convert it, e.g. with iconv -f GB18030 -t UTF-8").splitlines()
 
 
 def _read_lines(args: argparse.Namespace) -> list[str]:
@@ -392,6 +401,7 @@ def _read_queries(args: argparse.Namespace) -> list[Any]:
 def _run_check(args: argparse.Namespace) -> int:
     from simhash_spark.index.check import check
 
+    _refuse_empty_values(args, ("index",))
     cfg = load_config(args.config, args.overrides)
     results, read = check(args.index, cfg, _read_queries(args))
     for r in results:
@@ -401,6 +411,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_index(args: argparse.Namespace) -> int:
+    _refuse_empty_values(args, ("path",))
     if args.index_command == "stats":
         from simhash_spark.index.admin import stats
 
@@ -409,20 +420,47 @@ def _run_index(args: argparse.Namespace) -> int:
     from simhash_spark.index.admin import compact
     from simhash_spark.session import build_session
 
-    cfg = load_config(args.config, args.overrides)
+    try:
+        cfg = load_config(args.config, [*args.overrides, *_compact_overrides(args)])
+    except ConfigError as e:  # name the option the user typed beside the key it sets
+        option = next((o for o, k in _COMPACT_KEYS.items() if str(e).startswith(f"{k}:")), None)
+        if option is None or getattr(args, option) is None:
+            raise
+        raise ConfigError(f"--{option.replace('_', '-')}: {e}") from None
     spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
-    retention = cfg.index.retention_days if args.retention_days is None else args.retention_days
+    ix = cfg.index
     report = compact(
         spark,
         args.path,
-        keep_recent=args.keep_recent,
-        retention_days=retention,
-        min_snapshots=args.min_snapshots,
-        max_drop_fraction=args.max_drop_fraction,
+        keep_recent=ix.keep_recent,
+        retention_days=ix.retention_days,
+        min_snapshots=ix.compact_min_snapshots,
+        max_drop_fraction=ix.max_drop_fraction,
         lease_timeout_s=cfg.writers.lease_timeout_seconds,
     )
     print(json.dumps(report, indent=2, ensure_ascii=False))
     return 0
+
+
+_COMPACT_KEYS = {
+    "keep_recent": "index.keep_recent",
+    "retention_days": "index.retention_days",
+    "min_snapshots": "index.compact_min_snapshots",
+    "max_drop_fraction": "index.max_drop_fraction",
+}
+
+
+def _compact_overrides(args: argparse.Namespace) -> list[str]:
+    """``index compact``'s options as the configuration keys they set (checked by the same rules)."""
+    out = []
+    for option, key in _COMPACT_KEYS.items():
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if "\n" in value or "=" in value:
+            raise ConfigError(f"--{option.replace('_', '-')} {value!r}: expected a number")
+        out.append(f"{key}={value}")
+    return out
 
 
 def _run_demo(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import tomllib
 import types
@@ -27,11 +28,12 @@ from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.shingles import ShortTextOptions
 from simhash_spark.core.tokenize import TokenizerOptions
 from simhash_spark.core.verify import MEASURES, ThresholdPolicy, VerifyOptions, parse_steps
-from simhash_spark.errors import ConfigError
+from simhash_spark.errors import ConfigError, decode_utf8
 
 # The presets ship inside the package (the repository's conf/ points here): ``--config NAME`` names one.
 PRESETS_DIR = Path(__file__).resolve().parent / "conf"
 DEFAULT_CONFIG_PATH = PRESETS_DIR / "default.toml"
+MAX_RETENTION_DAYS = 365_000
 
 
 def presets() -> list[str]:
@@ -123,6 +125,10 @@ class IndexConfig:
     partitions: int = 256
     doc_buckets: int = 64
     retention_days: int = 0
+    # index compact (--keep-recent, --min-snapshots, --max-drop-fraction set these)
+    keep_recent: int = 7
+    compact_min_snapshots: int = 2
+    max_drop_fraction: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -293,7 +299,13 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "index.doc_buckets": lambda v: (
         None if v >= 1 and v & (v - 1) == 0 and v <= 4096 else "must be a power of 2 up to 4096"
     ),
-    "index.retention_days": _at_least(0),
+    # a day count a date can subtract: 0 (keep everything) up to 1000 years
+    "index.retention_days": lambda v: (
+        None if 0 <= v <= MAX_RETENTION_DAYS else f"must be 0..{MAX_RETENTION_DAYS}"
+    ),
+    "index.keep_recent": _at_least(0),
+    "index.compact_min_snapshots": _at_least(1),
+    "index.max_drop_fraction": lambda v: None if 0 <= v <= 1 else "must be between 0 and 1",
     "monitor.max_factor": lambda v: None if v == 0 or v > 1 else "must be 0 (off) or > 1",
     "monitor.window": _at_least(1),
     "monitor.min_runs": _at_least(1),
@@ -315,6 +327,9 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if typ is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
+            # TOML spells inf and nan; no setting means either (nan passes every comparison's "else")
+            if not math.isfinite(value):
+                raise ConfigError(f"{key}: expected a finite number, got {value!r}")
             return float(value)
         raise ConfigError(f"{key}: expected a number, got {value!r}")
     if typ is str:
@@ -428,19 +443,30 @@ def parse_override(item: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
+def _read_toml(source: Path) -> dict[str, Any]:
+    """The TOML file at ``source``; every way it can be unreadable is a ConfigError naming it."""
+    if source.is_dir():
+        raise ConfigError(f"config {str(source)!r} is a folder; expected a TOML file")
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {source}") from None
+    except OSError as e:
+        raise ConfigError(f"config {str(source)!r} cannot be read: {e.strerror}") from None
+    text = decode_utf8(raw, f"config {str(source)!r}", "TOML files are UTF-8")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: not valid TOML: {e}") from None
+
+
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> Config:
     """Load ``path`` — a TOML file or a preset's name (default: the packaged ``conf/default.toml``) —
     apply ``section.key=value`` overrides, validate."""
     data: dict[str, dict[str, Any]] = {}
     source = _config_source(path) if path is not None else DEFAULT_CONFIG_PATH
     if path is not None or source.is_file():
-        try:
-            with open(source, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {source}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{source}: not valid TOML: {e}") from None
+        data = _read_toml(source)
     for item in overrides:
         section, key, value = parse_override(item)
         data.setdefault(section, {})[key] = value

@@ -39,6 +39,17 @@ class MonitorAlert(SimhashSparkError):
     exit_code = 3
 
 
+def decode_utf8(data: bytes, source: str, advice: str) -> str:
+    """``data`` as text, or a ConfigError naming ``source``, the line and the bytes that are not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{source} is not UTF-8 (line {line}, byte {e.start}: {data[e.start : e.start + 4]!r}); {advice}"
+        ) from None
+
+
 def essence(e: BaseException) -> str:
     """The line of an exception that says what went wrong: Spark's error-class line (``[FAILED_READ_FILE...]
     ... file:/data/x.parquet ...``) where there is one, the last line of a Python worker's traceback for

@@ -27,12 +27,22 @@ _SHOW = 5
 
 
 def read_input(spark: SparkSession, *, path: str | None = None, table: str | None = None) -> DataFrame:
-    """A Parquet file, directory or glob, or a catalog table. A directory is read whole: every Parquet file
-    under it (Hive partition folders become columns), the schemas of all files merged; a file Spark would
-    skip (in a subfolder that is not a partition folder) is an error naming it."""
+    """The input's rows (``open_input``)."""
+    return open_input(spark, path=path, table=table)[0]
+
+
+def open_input(
+    spark: SparkSession, *, path: str | None = None, table: str | None = None
+) -> tuple[DataFrame, list[str]]:
+    """(the rows of a Parquet file, directory or glob, or of a catalog table; the data files Spark skips as
+    hidden). A directory is read whole: every Parquet file under it (Hive partition folders become
+    columns), the schemas of all files merged; a file Spark would skip (in a subfolder that is not a
+    partition folder) is an error naming it. Files whose name or folder starts with ``_`` or ``.`` are
+    hidden to Spark: those that look like data (``*.parquet``) are returned and logged, never dropped
+    without a word."""
     try:
         if table:
-            return spark.read.table(table)
+            return spark.read.table(table), []
         assert path is not None
         files = _listing(spark, path)
         # merging schemas reads every file's footer; a single file has a single schema
@@ -41,9 +51,18 @@ def read_input(spark: SparkSession, *, path: str | None = None, table: str | Non
     except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
         what = f"table {table!r}" if table else f"input {path!r}"
         raise InputError(f"cannot read {what}: {essence(e)}") from None
-    if files is not None:
-        _refuse_skipped_files(spark, path, df, files)
-    return df
+    if files is None:
+        return df, []
+    _refuse_skipped_files(spark, path, df, files)
+    hidden = [f for f in files if _hidden(f) and f.lower().endswith(".parquet")]
+    if hidden:
+        log.warning(
+            "input %s: %d hidden file(s) not read (names starting with _ or . are skipped), e.g. %s",
+            path,
+            len(hidden),
+            ", ".join(hidden[:_SHOW]),
+        )
+    return df, hidden
 
 
 _GLOB = re.compile(r"[*?\[{]")

@@ -36,8 +36,8 @@ from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
     check_locations,
     id_totals,
+    open_input,
     prepare_docs,
-    read_input,
     validate_ids,
     validate_schema,
     write_all,
@@ -757,9 +757,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def summary(result: DedupResult, cfg: Config, *, source: str, spark: SparkSession) -> dict[str, Any]:
+_SKIPPED_LISTED = 100  # skipped files named in summary.json; the count is always exact
+
+
+def summary(
+    result: DedupResult,
+    cfg: Config,
+    *,
+    source: str,
+    spark: SparkSession,
+    skipped_files: list[str] | None = None,
+) -> dict[str, Any]:
+    skipped = skipped_files or []
     return {
         "input": source,
+        "skipped_files": {"count": len(skipped), "files": skipped[:_SKIPPED_LISTED]},
         **result.stats,
         "timings_s": result.timings,
         "stages": result.ctx.stages,
@@ -809,10 +821,18 @@ def run(
         if index_path:
             assert run_date is not None
             index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
-        raw = read_input(spark, path=input_path, table=input_table)
+        raw, skipped = open_input(spark, path=input_path, table=input_table)
         ctx = RunContext(Progress(SparkProbe(spark), show=show_progress))
         summ = _compute_and_publish(
-            spark, cfg, raw, source=source, publisher=publisher, index=index, tables=tables, ctx=ctx
+            spark,
+            cfg,
+            raw,
+            source=source,
+            publisher=publisher,
+            index=index,
+            tables=tables,
+            ctx=ctx,
+            skipped_files=skipped,
         )
     except BaseException:
         publisher.abort()
@@ -842,6 +862,7 @@ def _compute_and_publish(
     index: IndexSession | None,
     tables: OutputTables,
     ctx: RunContext,
+    skipped_files: list[str],
 ) -> dict[str, Any]:
     started = time.perf_counter()
     result = dedup(spark, raw, cfg, source=source, index=index, ctx=ctx)
@@ -864,7 +885,7 @@ def _compute_and_publish(
             with result.ctx.stage("index_write"):
                 _commit(index, result)
         result.timings["total"] = round(time.perf_counter() - started, 3)
-        summ = summary(result, cfg, source=source, spark=spark)
+        summ = summary(result, cfg, source=source, spark=spark, skipped_files=skipped_files)
         publisher.write_json("summary.json", summ)
         if report is not None:
             publisher.write_text("report.html", render(replace(report, summary=summ)))

@@ -104,6 +104,17 @@ def test_an_airflow_variable_wins_over_the_environment_when_the_task_runs(fake_s
     assert "--config default" in log
 
 
+def test_an_unset_index_setting_fails_the_task_naming_it_before_submitting(fake_submit):
+    env, airflow_bin = fake_submit
+    proc = _run(
+        [airflow_bin, "tasks", "test", "simhash_dedup_daily", "dedup", DAY],
+        {**env, "SIMHASH_INDEX": "", "FAKE_EXIT": "0"},
+    )
+    log = proc.stdout + proc.stderr
+    assert "SIMHASH_INDEX not set" in log and "fake spark-submit" not in log
+    assert _final_state(log) == "failed"
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """An Airflow home with its database, a Spark connection to local[2], and a corpus partition."""

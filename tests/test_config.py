@@ -69,6 +69,13 @@ def test_frozen():
         ("cluster.representative=biggest", "cluster.representative: must be"),
         ("normalize.lowercase=1", "normalize.lowercase: expected true or false"),
         ("match", "expected section.key=value"),
+        # TOML spells inf and nan: no setting means either
+        ("writers.lease_timeout_seconds=inf", "writers.lease_timeout_seconds: expected a finite number"),
+        ("index.max_drop_fraction=nan", "index.max_drop_fraction: expected a finite number"),
+        ("monitor.max_factor=-inf", "monitor.max_factor: expected a finite number"),
+        ("index.retention_days=-1", "index.retention_days: must be 0..365000"),
+        ("index.retention_days=100000000", "index.retention_days: must be 0..365000"),
+        ("index.max_drop_fraction=1.5", "index.max_drop_fraction: must be between 0 and 1"),
     ],
 )
 def test_bad_values_name_the_field(override, message):
@@ -108,6 +115,15 @@ def test_bad_files(tmp_path):
     typed.write_text('[match]\nmax_distance = "3"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"match.max_distance: expected an integer.*typed.toml"):
         load_config(typed)
+
+
+def test_a_config_that_is_a_folder_or_not_utf8_is_an_error_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder; expected a TOML file"):
+        load_config(tmp_path)
+    gbk = tmp_path / "gbk.toml"
+    gbk.write_bytes('[input]\nid_column = "编号"\n'.encode("gbk"))
+    with pytest.raises(ConfigError, match=r"gbk\.toml' is not UTF-8 \(line 2"):
+        load_config(gbk)
 
 
 def test_parse_override_plain_string_fallback():

@@ -1,6 +1,8 @@
 """Data safety of inputs, outputs and catalog tables: nothing the user did not name is deleted, dropped or
 silently left out (docs/reliability.md)."""
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -298,3 +300,55 @@ def test_check_rejects_input_that_is_not_utf8_or_not_text(tmp_path, capsys):
         f.write_text('{"id": 0, "text": "ok"}\n' + line + "\n")
         code, err = run(capsys, "check", "--index", str(tmp_path / "none"), "--file", str(f), "--jsonl")
         assert code == 2 and message in err and "line 2" in err, err
+
+
+# --- what the command line refuses before any work ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--retention-days", "-1", "--retention-days: index.retention_days: must be 0..365000"),
+        ("--retention-days", "100000000", "must be 0..365000"),
+        ("--max-drop-fraction", "nan", "--max-drop-fraction: index.max_drop_fraction: expected a finite"),
+        ("--max-drop-fraction", "2", "index.max_drop_fraction: must be between 0 and 1"),
+        ("--keep-recent", "-2", "--keep-recent: index.keep_recent: must be >= 0"),
+        ("--min-snapshots", "0", "index.compact_min_snapshots: must be >= 1"),
+    ],
+)
+def test_compaction_options_are_validated_as_the_configuration_is(tmp_path, capsys, option, value, message):
+    # refused before Spark starts and before the index is opened: it does not even have to exist
+    code, err = run(capsys, "index", "compact", str(tmp_path / "index"), option, value)
+    assert code == 2 and message in err
+    assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["dedup", "--input", "x", "--output", "o", "--index", "", "--run-date", "2026-11-02"],
+        ["dedup", "--input", "x", "--output", ""],
+        ["check", "--index", " ", "text"],
+        ["index", "stats", ""],
+    ],
+)
+def test_an_empty_path_is_named_as_empty(capsys, args):
+    code, err = run(capsys, *args)
+    empty = next(a for a in args[1:] if not a.strip())
+    option = args[args.index(empty) - 1] if args[0] != "index" else "--path"
+    assert code == 2 and f"{option}: empty value" in err and "--run-date" not in err.split("error:")[1]
+
+
+def test_hidden_input_files_are_named_in_the_log_and_summary(spark, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    corpus(data / "part-0.parquet")
+    corpus(data / "_backfill.parquet", start=10)  # Spark skips names starting with _ or .
+    (data / "_SUCCESS").write_text("")  # Spark's own marker: not data
+    out = tmp_path / "out"
+    code, err = run(capsys, "dedup", "--input", str(data), "--output", str(out))
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input_rows"] == 6
+    assert summary["skipped_files"] == {"count": 1, "files": ["_backfill.parquet"]}
+    assert "1 hidden file(s) not read" in err and "_backfill.parquet" in err
