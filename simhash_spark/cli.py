@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config, presets
-from simhash_spark.errors import ConfigError, OutputError, SimhashSparkError, decode_utf8, essence
+from simhash_spark.errors import ConfigError, SimhashSparkError, decode_utf8, essence
 
 log = logging.getLogger("simhash_spark")
 
@@ -333,12 +332,14 @@ def _refuse_empty_values(args: argparse.Namespace, options: Sequence[str]) -> No
 
 
 def _refuse_existing_local_output(output: str, overwrite: bool) -> None:
-    """Before starting Spark, where Python can see the path: an existing output without --overwrite is
-    exit 2 at once (other file systems are checked as soon as the session is up)."""
-    if overwrite or "://" in output:
-        return
-    if os.path.exists(output.removeprefix("file:")):
-        raise OutputError(f"output {output!r} already exists; pass --overwrite to replace it")
+    """Before starting Spark, where Python can see the path: an output the run may not replace is exit 2
+    at once (other file systems are checked as soon as the session is up, by the same rule)."""
+    from simhash_spark.publish import refuse_unless_replaceable
+    from simhash_spark.storage import FileSystem
+
+    fs = FileSystem(None, output)
+    if fs.local:
+        refuse_unless_replaceable(fs, output, overwrite)
 
 
 def _spark_conf(items: list[str]) -> dict[str, str]:

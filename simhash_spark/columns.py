@@ -58,3 +58,8 @@ RESERVED = (
 
 # Names pass-through columns may not take: the output's columns and the job's internal ones.
 NOT_PASSTHROUGH = (*RESERVED, TEXT, TITLE, TITLE_FINGERPRINT, TEXT_HASH, RUN_DATE)
+
+# What a run writes into OUTPUT: its data folders, then its files. --overwrite replaces a folder that holds
+# these names only.
+OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
+OUTPUT_FILES = ("_SUCCESS", "summary.json", "report.html")

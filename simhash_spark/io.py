@@ -221,6 +221,11 @@ def check_locations(
         if location:
             inputs.append((f"--input-table {input_table} (at {location})", location))
     written = [(f"--output {output}", output)] + ([(f"--index {index}", index)] if index else [])
+    for what, p in written:
+        fs = FileSystem(spark, p)
+        target = fs.link_target(p)
+        if target is not None and not fs.exists(p):
+            raise ConfigError(f"{what} is a symbolic link to {target}, which does not exist")
     resolved = [(what, _location(spark, p)) for what, p in inputs + written]
     n_inputs = len(inputs)
     for i, (what_a, a) in enumerate(resolved):
@@ -272,7 +277,7 @@ def write_all(outputs: Mapping[str, DataFrame]) -> None:
         raise failures[min(failures)]
 
 
-OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
+OUTPUTS = C.OUTPUTS
 
 
 def quote_identifier(name: str) -> str:

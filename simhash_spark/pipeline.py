@@ -31,6 +31,7 @@ from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED, STATU
 from simhash_spark.core.index_model import ENTRY_COLUMNS
 from simhash_spark.core.prefix_filter import prefix_threshold
 from simhash_spark.core.spark_hash import KINDS, xxhash64
+from simhash_spark.errors import SimhashSparkError, essence
 from simhash_spark.index.session import HeldBatch, IndexSession, LocalMatches, Lookup, run_record
 from simhash_spark.index.snapshots import entries_of_batch
 from simhash_spark.io import (
@@ -74,6 +75,10 @@ from simhash_spark.transforms.fingerprint import (
 from simhash_spark.transforms.incremental import batch_components, drop_index_pairs, with_index_matches
 
 log = logging.getLogger(__name__)
+
+
+class TablesNotWritten(SimhashSparkError):
+    """The run's output is published, its catalog tables could not be written (exit 1)."""
 
 
 @dataclass
@@ -841,7 +846,13 @@ def run(
         raise
     if index is not None:
         index.finish()
-    tables.write(spark, output)
+    try:
+        tables.write(spark, output)
+    except Exception as e:  # everything checkable was checked before any work; this is the catalog failing
+        raise TablesNotWritten(
+            f"output {output} was published{' and the index committed' if index is not None else ''}, but "
+            f"its catalog tables were not written: {essence(e)}. Rerun the same command to write them"
+        ) from e
     return summ
 
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from simhash_spark import columns as C
 from simhash_spark.errors import OutputError, essence
 from simhash_spark.faults import exchange_disabled, maybe_pause
 from simhash_spark.lease import Lease, describe_blockers, read_leases
@@ -130,6 +131,44 @@ def recover(fs: FileSystem, output: str) -> list[str]:
     return actions
 
 
+_SHOW = 5
+
+
+def refuse_unless_replaceable(fs: FileSystem, output: str, overwrite: bool) -> None:
+    """Exit 2 unless OUTPUT may become this run's output: absent; or, with ``overwrite``, an empty folder or
+    an output of this job (``_SUCCESS`` holding a run id, and nothing but the names a run writes). A file,
+    a symbolic link or a folder holding anything else is never replaced: a wrong path must not delete a
+    user's data."""
+    target = fs.link_target(output)
+    if target is not None:
+        raise OutputError(
+            f"output {output!r} is a symbolic link (to {target}); give the folder's own path: the run "
+            "replaces OUTPUT itself and would replace the link. Nothing was changed"
+        )
+    if not fs.exists(output):
+        return
+    if not overwrite:
+        raise OutputError(f"output {output!r} already exists; pass --overwrite to replace it")
+    if not fs.is_dir(output):
+        raise OutputError(
+            f"output {output!r} is a file, not an output folder of this job; nothing was changed"
+        )
+    names = fs.list_names(output)
+    ours = {*C.OUTPUTS, *C.OUTPUT_FILES}
+    # Hadoop's local file system writes a checksum file beside each file: ".NAME.crc"
+    foreign = [n for n in names if n not in ours and not (n.endswith(".crc") and n[1:-4] in ours)]
+    why = None
+    if foreign:
+        why = f"holds {', '.join(foreign[:_SHOW])}{', ...' if len(foreign) > _SHOW else ''}, which this job does not write"
+    elif names and not re.fullmatch(_RUN, _success_of(fs, output) or ""):
+        why = "has no _SUCCESS marker of this job"
+    if why:
+        raise OutputError(
+            f"output {output!r} {why}; --overwrite replaces only an output of this job. Nothing was "
+            "changed: check the path, or move the folder away"
+        )
+
+
 @dataclass
 class Publisher:
     """Writes a run into a hidden staging folder beside OUTPUT and swaps it in when complete, so a reader
@@ -154,12 +193,12 @@ class Publisher:
     def prepare(self) -> None:
         """Before any work: finish interrupted publishes, refuse an existing OUTPUT without overwrite or a
         second live writer, and create the staging folder (so an unwritable location fails at once)."""
-        try:
-            recover(self.fs, self.output)
-        except OSError as e:
-            raise OutputError(f"output {self.output!r} is not usable: {essence(e)}") from None
-        if self.fs.exists(self.output) and not self.overwrite:
-            raise OutputError(f"output {self.output!r} already exists; pass --overwrite to replace it")
+        if self.fs.link_target(self.output) is None:  # a link is refused below, recovered never
+            try:
+                recover(self.fs, self.output)
+            except OSError as e:
+                raise OutputError(f"output {self.output!r} is not usable: {essence(e)}") from None
+        refuse_unless_replaceable(self.fs, self.output, self.overwrite)
         try:
             self.lease.acquire()
         except Exception as e:

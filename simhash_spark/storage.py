@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import sys
 import time
@@ -47,6 +48,15 @@ class Files(Protocol):
 
 def join(base: str, *names: str) -> str:
     return "/".join([base.rstrip("/"), *[n.strip("/") for n in names]])
+
+
+_GLOB_CHARACTERS = re.compile(r"([{}\[\]*?\\])")
+
+
+def literal(path: str) -> str:
+    """``path`` as Spark's readers take it literally: they read a path with ``{}[]*?\\`` in it as a
+    pattern, so those characters are escaped (the job's own folders are never patterns)."""
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
 def _tmp_name(path: str) -> str:
@@ -133,6 +143,12 @@ class FileSystem:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._local(path)) if self.local else bool(self._fs.exists(self._p(path)))
+
+    def link_target(self, path: str) -> str | None:
+        """Where ``path`` points when it is a symbolic link (local paths; None otherwise)."""
+        if self.local and os.path.islink(self._local(path)):
+            return os.readlink(self._local(path))
+        return None
 
     def is_dir(self, path: str) -> bool:
         if self.local:

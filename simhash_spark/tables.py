@@ -29,7 +29,7 @@ from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.errors import OutputError
 from simhash_spark.io import OUTPUTS, describe_table, quote_identifier, sql_string
-from simhash_spark.storage import join
+from simhash_spark.storage import join, literal
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,13 @@ class OutputTables:
 
     def check(self, spark: SparkSession, *, overwrite: bool) -> None:
         """Before any work: every existing target is one this job created in this layout, and (without
-        ``overwrite``) holds nothing the run would replace."""
+        ``overwrite``) holds nothing the run would replace; the database the tables go in exists."""
+        for database in sorted({t.rpartition(".")[0] for t in self.names.values()} - {""}):
+            if not spark.catalog.databaseExists(database):
+                raise OutputError(
+                    f"--output-table-prefix: database {database!r} does not exist; create it first "
+                    f"(CREATE DATABASE {quote_identifier(database)}) or name another"
+                )
         for name, table in self.names.items():
             if not spark.catalog.tableExists(table):
                 continue
@@ -98,7 +104,7 @@ class OutputTables:
         if not self.partitioned:
             return
         for name, table in self.names.items():
-            schema = spark.read.parquet(folders[name]).schema
+            schema = spark.read.parquet(literal(folders[name])).schema
             if C.RUN_DATE in schema.names:
                 raise OutputError(
                     f"output {name!r} has a column {C.RUN_DATE!r} (from the input), the partition column of "
@@ -116,7 +122,9 @@ class OutputTables:
             return
         assert self.run_date is not None
         for name, table in self.names.items():
-            rows = spark.read.parquet(join(output, name)).withColumn(C.RUN_DATE, F.lit(self.run_date))
+            rows = spark.read.parquet(literal(join(output, name))).withColumn(
+                C.RUN_DATE, F.lit(self.run_date)
+            )
             _replace_date(spark, table, rows, self.run_date)
             log.info("wrote %s partition %s=%s from %s", table, C.RUN_DATE, self.run_date, join(output, name))
 

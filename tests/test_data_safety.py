@@ -66,6 +66,147 @@ def test_an_output_or_index_overlapping_the_input_is_refused_and_the_input_kept(
     assert pq.read_table(data / "part.parquet").num_rows == 6
 
 
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fails the test if the command starts Spark: what it refuses, it refuses before any work."""
+    import simhash_spark.session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(simhash_spark.session, "build_session", refuse)
+
+
+def a_job_output(folder):
+    folder.mkdir()
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        (folder / name).mkdir()
+        (folder / name / "part-0.parquet").write_bytes(b"PAR1")
+    (folder / "summary.json").write_text("{}")
+    (folder / "_SUCCESS").write_text("20261102T101010-0123456789\n")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("thesis", "holds thesis.txt, which this job does not write"),
+        ("file", "is a file, not an output folder of this job"),
+        ("output-and-thesis", "holds thesis.txt, which this job does not write"),
+        ("output-without-success", "has no _SUCCESS marker of this job"),
+        ("link-to-output", "is a symbolic link"),
+        ("dangling-link", "is a symbolic link"),
+    ],
+)
+def test_overwrite_replaces_only_an_output_of_this_job(tmp_path, capsys, no_spark, target, message):
+    out = tmp_path / "out"
+    if target == "thesis":
+        out.mkdir()
+        (out / "thesis.txt").write_text("years of work")
+    elif target == "file":
+        out.write_text("years of work")
+    elif target == "output-and-thesis":
+        a_job_output(out)
+        (out / "thesis.txt").write_text("years of work")
+    elif target == "output-without-success":
+        a_job_output(out)
+        (out / "_SUCCESS").unlink()
+    elif target == "link-to-output":
+        out.symlink_to(a_job_output(tmp_path / "real"))
+    else:
+        out.symlink_to(tmp_path / "nowhere")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    code, err = run(capsys, "dedup", "--input", "in.parquet", "--output", str(out), "--overwrite")
+    assert code == 2 and message in err and "othing was changed" in err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    if target in ("thesis", "output-and-thesis"):
+        assert (out / "thesis.txt").read_text() == "years of work"
+
+
+def test_overwrite_replaces_an_output_of_this_job_or_an_empty_folder(spark, tmp_path, capsys):
+    inp = corpus(tmp_path / "c.parquet")
+    for out in (a_job_output(tmp_path / "old"), tmp_path / "empty"):
+        out.mkdir(exist_ok=True)
+        code, _ = run(capsys, "dedup", "--input", str(inp), "--output", str(out), "--overwrite")
+        assert code == 0 and json.loads((out / "summary.json").read_text())["input_rows"] == 6
+
+
+def test_refusals_on_other_file_systems_happen_before_any_work(spark, tmp_path, capsys):
+    # the same rule once Spark is up, for a path the command line cannot check before (file:// URI)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "thesis.txt").write_text("years of work")
+    code, err = run(
+        capsys,
+        "dedup",
+        "--input",
+        str(corpus(tmp_path / "c.parquet")),
+        "--output",
+        f"file://{out}",
+        "--overwrite",
+    )
+    assert code == 2 and "holds thesis.txt" in err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging, no lease
+
+
+def test_a_dangling_link_as_index_is_refused_before_any_work(spark, tmp_path, capsys):
+    (tmp_path / "index").symlink_to(tmp_path / "gone")
+    out = tmp_path / "out"
+    code, err = run(
+        capsys,
+        "dedup",
+        "--input",
+        str(corpus(tmp_path / "c.parquet")),
+        "--output",
+        str(out),
+        "--index",
+        str(tmp_path / "index"),
+        "--run-date",
+        "2026-11-02",
+    )
+    assert code == 2 and "is a symbolic link to" in err and "which does not exist" in err
+    assert not out.exists() and not (tmp_path / "gone").exists()
+
+
+def test_a_missing_database_is_refused_before_any_work(spark, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = run(
+        capsys,
+        "dedup",
+        "--input",
+        str(corpus(tmp_path / "c.parquet")),
+        "--output",
+        str(out),
+        "--output-table-prefix",
+        "nosuchdb.t_",
+    )
+    assert code == 2 and "database 'nosuchdb' does not exist" in err
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["c.parquet"]
+
+
+def test_an_index_path_with_pattern_characters_is_read_literally(spark, tmp_path, capsys):
+    # Spark reads "[1]" in a path as a pattern: the index's folders are read literally on the Spark path
+    index = tmp_path / "index[1]"
+    spark_path = ["--set", "cluster.local_max_documents=0", "--set", "index.partitions=16"]
+    for day, start in (("2026-11-02", 0), ("2026-11-03", 3)):
+        code, err = run(
+            capsys,
+            "dedup",
+            "--input",
+            str(corpus(tmp_path / f"{day}.parquet", start=start)),
+            "--output",
+            str(tmp_path / f"out-{day}"),
+            "--index",
+            str(index),
+            "--run-date",
+            day,
+            *spark_path,
+        )
+        assert code == 0, err
+    summary = json.loads((tmp_path / "out-2026-11-03" / "summary.json").read_text())
+    assert summary["index"]["looked_up_on"] == "spark" and summary["status"]["already_indexed"] == 3
+
+
 def test_an_output_path_hadoop_cannot_parse_is_exit_2(spark, tmp_path, capsys):
     code, err = run(capsys, "dedup", "--input", str(corpus(tmp_path / "c.parquet")), "--output", "x:y/out")
     assert code == 2 and "x:y/out" in err

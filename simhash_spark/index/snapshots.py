@@ -14,6 +14,7 @@ from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot
 from simhash_spark.index.store import IndexStore, now
+from simhash_spark.storage import literal
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
 from simhash_spark.transforms.index_rows import doc_bucket, index_keys
@@ -31,6 +32,7 @@ def read_folders(spark: SparkSession, folders: list[str]) -> DataFrame:
     Spark lists more than a few dozen folders with a job of one task per folder, up to 10,000: a small
     batch against an index of many tables pays hundreds of tasks that each list one folder of a few files.
     The listing here runs as at most as many tasks as the session has cores, each listing its share."""
+    folders = [literal(f) for f in folders]
     sc = spark_context(spark)
     if sc is None:  # Spark Connect: the listing runs where the session's server decides
         return spark.read.parquet(*folders)
