@@ -187,6 +187,23 @@ def _add_index(sub: Any) -> None:
     st = ixs.add_parser("stats", help="entries, snapshots, runs, size and model of an index (no Spark)")
     st.add_argument("path", metavar="PATH")
     st.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    ve = ixs.add_parser(
+        "verify",
+        help="check that the index holds what its manifest promises (no Spark); exit 2 if not",
+        description="Checks every snapshot the current manifest lists: its contents record, every folder's "
+        "files and sizes, every Parquet footer (columns, rows, run dates), and ids stored twice. Prints a "
+        "JSON report; exit 0 when the index is whole, 2 when it is damaged.",
+    )
+    ve.add_argument("path", metavar="PATH")
+    ve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    up = ixs.add_parser(
+        "upgrade",
+        help="record the contents of an index written by simhash_spark 0.1 (format 1), once",
+        description="Counts each snapshot's rows, checks them against the manifest (a damaged snapshot is "
+        "refused, exit 2), records its files and sizes, and commits the manifest as format 2.",
+    )
+    up.add_argument("path", metavar="PATH")
+    _add_common(up)
     co = ixs.add_parser(
         "compact",
         help="merge older snapshots into one, optionally dropping old entries",
@@ -417,6 +434,24 @@ def _run_index(args: argparse.Namespace) -> int:
         from simhash_spark.index.admin import stats
 
         print(json.dumps(stats(args.path), indent=2, ensure_ascii=False))
+        return 0
+    if args.index_command == "verify":
+        from simhash_spark.index.integrity import verify
+
+        report = verify(args.path)
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        if not report["ok"]:
+            _error(f"simhash_spark: error: index {args.path} is damaged: {report['problems']} problem(s)")
+            return 2
+        return 0
+    if args.index_command == "upgrade":
+        from simhash_spark.index.integrity import upgrade
+        from simhash_spark.session import build_session
+
+        cfg = load_config(args.config, args.overrides)
+        spark = build_session(cfg, master=args.master, remote=args.remote, conf=_spark_conf(args.spark_conf))
+        report = upgrade(spark, args.path, lease_timeout_s=cfg.writers.lease_timeout_seconds)
+        print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
     from simhash_spark.index.admin import compact
     from simhash_spark.session import build_session

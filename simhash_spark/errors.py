@@ -33,6 +33,11 @@ class FingerprintIndexError(SimhashSparkError):
     exit_code = 2
 
 
+class IndexDamaged(FingerprintIndexError):
+    """The index's files are not what its manifest promises (a folder removed, a file truncated or
+    foreign): refused rather than answered from less history."""
+
+
 class MonitorAlert(SimhashSparkError):
     """The run's dedup rate left the monitoring band: nothing was published or committed."""
 

@@ -44,6 +44,7 @@ class Files(Protocol):
     def delete(self, path: str) -> None: ...
     def mkdirs(self, path: str) -> None: ...
     def list_names(self, path: str) -> list[str]: ...
+    def file_sizes(self, path: str, *, recursive: bool = False) -> dict[str, int]: ...
 
 
 def join(base: str, *names: str) -> str:
@@ -208,6 +209,30 @@ class FileSystem:
             return []
         return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(self._p(path)))
 
+    def file_sizes(self, path: str, *, recursive: bool = False) -> dict[str, int]:
+        """The files in a folder (with ``recursive``, below it, as relative paths) and their bytes; empty
+        when the folder does not exist."""
+        if self.local:
+            root = self._local(path)
+            if not os.path.isdir(root):
+                return {}
+            if not recursive:
+                return {e.name: e.stat().st_size for e in os.scandir(root) if e.is_file()}
+            return {
+                os.path.relpath(os.path.join(d, f), root): os.path.getsize(os.path.join(d, f))
+                for d, _, fs in os.walk(root)
+                for f in fs
+            }
+        if not self.is_dir(path):
+            return {}
+        base = str(self._fs.makeQualified(self._p(path)).toString()).rstrip("/")
+        it = self._fs.listFiles(self._p(path), recursive)
+        out = {}
+        while it.hasNext():
+            st = it.next()
+            out[str(st.getPath().toString())[len(base) :].lstrip("/")] = int(st.getLen())
+        return out
+
     def list_files(self, path: str) -> list[str]:
         """Every file below ``path``, recursively, as paths relative to it."""
         if self.local:
@@ -316,6 +341,15 @@ class ArrowFiles:
             return []
         sel = self._pafs.FileSelector(path, allow_not_found=True)
         return sorted(os.path.basename(i.path.rstrip("/")) for i in self.fs.get_file_info(sel))
+
+    def file_sizes(self, path: str, *, recursive: bool = False) -> dict[str, int]:
+        sel = self._pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
+        base = path.rstrip("/") + "/"
+        return {
+            i.path[len(base) :]: int(i.size or 0)
+            for i in self.fs.get_file_info(sel)
+            if i.type == self._pafs.FileType.File
+        }
 
     def total_bytes(self, path: str) -> int:
         sel = self._pafs.FileSelector(path, allow_not_found=True, recursive=True)

@@ -2,6 +2,7 @@
 silently left out (docs/reliability.md)."""
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,11 +36,12 @@ def run(capsys, *args):
 @pytest.mark.parametrize(
     ("layout", "expected"),
     [
-        ("output-is-input", "--output"),
-        ("output-inside-input", "--output"),
-        ("output-holds-input", "--output"),
-        ("index-is-input", "--index"),
-        ("output-inside-index", "--output"),
+        # an output folder that holds the input is not an output of this job: that rule refuses it first
+        ("output-is-input", r"holds part\.parquet, which this job does not write"),
+        ("output-inside-input", r"--output \S+ and --input \S+ overlap"),
+        ("output-holds-input", r"holds data, which this job does not write"),
+        ("index-is-input", r"--index \S+ and --input \S+ overlap"),
+        ("output-inside-index", r"--index \S+ and --output \S+ overlap"),
     ],
 )
 def test_an_output_or_index_overlapping_the_input_is_refused_and_the_input_kept(
@@ -62,7 +64,7 @@ def test_an_output_or_index_overlapping_the_input_is_refused_and_the_input_kept(
         index = tmp_path / "index"
     extra = ["--index", str(index), "--run-date", "2026-01-01"] if index else []
     code, err = run(capsys, "dedup", "--input", str(data), "--output", str(output), "--overwrite", *extra)
-    assert code == 2 and expected in err and "overlap" in err
+    assert code == 2 and re.search(expected, err), err
     assert pq.read_table(data / "part.parquet").num_rows == 6
 
 

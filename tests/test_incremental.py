@@ -332,7 +332,10 @@ def test_another_model_is_refused_unless_rebuilt(history, tmp_path, capsys):
     assert after["version"] == before["version"] + 1
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["index"]["rebuilt_from_version"] == before["version"]
-    assert after["snapshots"][0]["docs_rows"] == sum(x["docs_rows"] for x in before["snapshots"])
+    rebuilt = [x for x in after["snapshots"] if x["runs"] != [DATES[3]]]
+    assert sum(x["docs_rows"] for x in rebuilt) == sum(x["docs_rows"] for x in before["snapshots"])
+    # each earlier date keeps a snapshot of its own, so it stays rerunnable
+    assert sorted(x["runs"] for x in rebuilt) == [[d] for d in DATES[:3]]
     assert [r["run_date"] for r in after["runs"]] == DATES[:4]
 
 
@@ -587,7 +590,7 @@ def test_rerunning_an_earlier_date_sees_only_earlier_dates_and_gives_its_first_a
 
 
 def test_run_dates_far_ahead_or_empty_are_refused(tmp_path, capsys):
-    for date, message in (("2062-01-07", "more than one day after today"), ("", "expected YYYY-MM-DD")):
+    for date, message in (("2062-01-07", "more than one day after today"), ("", "--run-date: empty value")):
         code = incremental(tmp_path / "in.parquet", tmp_path / "out", tmp_path / "index", date)
         assert code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "index").exists()

@@ -211,11 +211,14 @@ def test_the_driver_writes_the_snapshot_files_spark_writes(spark, tmp_path, id_t
     ]
     store = open_store(spark, str(tmp_path))
     by_spark, by_driver = store.new_snapshot("a", "tests"), store.new_snapshot("b", "tests")
-    write_snapshot(store, layout, _entries(spark, rows, id_type), by_spark, (RUN,))
+    sealed = write_snapshot(store, layout, _entries(spark, rows, id_type), by_spark, (RUN,))
     files = ArrowFiles(str(tmp_path))
     folder = IndexStore(files, files.root).snapshot_dir(by_driver)
     entries = pd.DataFrame(rows, columns=list(ENTRY_COLUMNS), dtype=object)  # as the driver holds them
-    assert write_snapshot_files(files, folder, layout, entries, id_type) == 150
+    written = write_snapshot_files(files, folder, layout, entries, id_type)
+    # the same folders with the same rows as the contents record of Spark's snapshot
+    assert written == {name: f.rows for name, f in store.contents(sealed).folders.items()}
+    assert sum(n for name, n in written.items() if name.startswith("docs/")) == 150
     snaps = tmp_path / "snapshots"
     assert _snapshot_rows(spark, snaps / by_driver) == _snapshot_rows(spark, snaps / by_spark)
     for path in (snaps / by_driver / "keys").glob("*/*.parquet"):

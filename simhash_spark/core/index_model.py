@@ -10,10 +10,15 @@ Layout on storage (``INDEX/``)::
                                             title_fingerprint, text, title_text, run_date; B = top bits of
                                             the fingerprint
 
+    snapshots/<snapshot>/_contents.json     what the snapshot holds: per folder its row count and its files
+                                            with their sizes; the manifest records this file's SHA-256
+
 A batch computes its own band keys, so it knows which ``part=`` folders can hold a match and reads only
 those; the texts of the entries it matched are in the ``bucket=`` folders of their fingerprints. A
 snapshot written by a run is invisible until a manifest version lists it: a failed run leaves the index
-exactly as it was.
+exactly as it was. Every reader checks what it reads against what the manifest promises (the contents
+record's checksum, then each folder's files and sizes) and refuses a damaged index instead of answering
+from less history (``simhash_spark.index.store``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from simhash_spark.core.bands import BITS, BandScheme, cheapest_lsh, exact_candi
 from simhash_spark.core.fingerprint import ModelOptions
 from simhash_spark.core.normalize import variants_signature
 
-FORMAT = 1
+FORMAT = (
+    2  # 2: snapshots carry a contents record (files, sizes, rows); 1 (0.1.x) is upgraded by `index upgrade`
+)
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
 # 2: unterminated HTML comments, CDATA sections and ">" inside attribute values (normalize.strip_html).
 # 3: a tied bit vote takes the bit of the document's smallest feature hash instead of 0 (core.simhash).
@@ -203,6 +210,64 @@ class Snapshot:
     keys_rows: int
     docs_rows: int
     created: str
+    contents_sha256: str = ""  # of its _contents.json (format 2; "" only while a format-1 index is read)
+
+
+CONTENTS = "_contents.json"
+KINDS = ("keys", "docs")  # a snapshot's two kinds of folders: keys/part=P, docs/bucket=B
+
+
+@dataclass(frozen=True)
+class FolderContents:
+    rows: int
+    files: dict[str, int]  # file name → bytes
+
+
+@dataclass(frozen=True)
+class SnapshotContents:
+    """What one snapshot holds: per partition folder (``keys/part=3``, ``docs/bucket=5``) its rows and
+    its files with their sizes. Written beside the data, checksummed in the manifest."""
+
+    snapshot: str
+    folders: dict[str, FolderContents]
+
+    def rows(self, kind: str) -> int:
+        return sum(f.rows for name, f in self.folders.items() if name.startswith(kind + "/"))
+
+    def select(self, kind: str, wanted: set[int] | None) -> list[tuple[str, FolderContents]]:
+        """The folders of ``kind`` whose partition number is in ``wanted`` (None: all), by name."""
+        out = []
+        for name in sorted(self.folders):
+            head, _, number = name.partition("=")
+            if head.startswith(kind + "/") and (wanted is None or int(number) in wanted):
+                out.append((name, self.folders[name]))
+        return out
+
+    def to_json(self) -> str:
+        folders = {
+            name: {"rows": f.rows, "files": dict(sorted(f.files.items()))}
+            for name, f in sorted(self.folders.items())
+        }
+        return json.dumps({"snapshot": self.snapshot, "folders": folders}, indent=1, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> SnapshotContents:
+        d = json.loads(text)
+        return SnapshotContents(
+            d["snapshot"],
+            {
+                name: FolderContents(int(f["rows"]), {n: int(b) for n, b in f["files"].items()})
+                for name, f in d["folders"].items()
+            },
+        )
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class OldFormat(ValueError):
+    """A manifest of format 1: readable by ``index upgrade`` only."""
 
 
 @dataclass(frozen=True)
@@ -243,9 +308,16 @@ class Manifest:
         return json.dumps(dataclasses.asdict(self), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
     @staticmethod
-    def from_json(text: str) -> Manifest:
+    def from_json(text: str, *, old_format: bool = False) -> Manifest:
+        """A manifest; one of format 1 only with ``old_format`` (``index upgrade``)."""
         d = json.loads(text)
-        if d.get("format") != FORMAT:
+        if d.get("format") == 1 and not old_format:
+            raise OldFormat(
+                "it was written by simhash_spark 0.1 (format 1), whose snapshots record no contents to "
+                "verify; run `simhash-spark index upgrade PATH` once (it checks every snapshot's rows "
+                "against the manifest and records its files)"
+            )
+        if d.get("format") not in (FORMAT, 1):
             raise ValueError(f"index format {d.get('format')!r}; this version reads format {FORMAT}")
         return Manifest(
             version=int(d["version"]),
@@ -272,6 +344,16 @@ class Manifest:
             (*(r for r in self.runs if r.run_date != record.run_date), record), key=lambda r: r.run_date
         )
         return dataclasses.replace(self, version=self.version + 1, snapshots=snaps, runs=tuple(runs))
+
+    def rebuild_groups(self, run_date: str, keep_recent: int) -> list[tuple[str, ...]]:
+        """The run dates of each snapshot a rebuild writes (every date but ``run_date``, which the run adds
+        again): each of the last ``keep_recent`` dates that had a snapshot of its own keeps one, so it stays
+        rerunnable as compaction would leave it; the other dates share one snapshot."""
+        single = {s.runs[0] for s in self.snapshots if len(s.runs) == 1}
+        dates = sorted({d for s in self.snapshots for d in s.runs if d != run_date})
+        recent = [d for d in dates[-keep_recent:] if d in single] if keep_recent else []
+        merged = tuple(d for d in dates if d not in recent)
+        return ([merged] if merged else []) + [(d,) for d in recent]
 
     def visible_snapshots(self, run_date: str) -> list[Snapshot]:
         """The snapshots holding entries a run of ``run_date`` sees: those of earlier run dates only, so a

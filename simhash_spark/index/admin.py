@@ -17,6 +17,7 @@ from simhash_spark.index.snapshots import ENTRY_COLUMNS, read_folders, write_sna
 from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.storage import ArrowFiles
+from simhash_spark.transforms.index_rows import earliest_entries
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,13 @@ def stats(path: str) -> dict[str, Any]:
     manifest = store.manifest()
     if manifest is None:
         raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
-    live = {s.id for s in manifest.snapshots}
-    snap_bytes = sum(files.total_bytes(store.snapshot_dir(s)) for s in live)
+    # the bytes the snapshots' contents records list (a snapshot without its record is refused)
+    snap_bytes = sum(
+        size
+        for snap in manifest.snapshots
+        for folder in store.contents(snap).folders.values()
+        for size in folder.files.values()
+    )
     return {"path": path, **describe(manifest), "bytes": snap_bytes}
 
 
@@ -183,14 +189,15 @@ def _merge(
     writer: str,
 ) -> Snapshot:
     """One new snapshot with the entries of ``merge`` from ``cutoff`` on."""
-    dirs = store.partition_dirs([s.id for s in merge], "docs", None)
+    dirs = store.partition_dirs(merge, "docs", None)
     runs = tuple(sorted(d for s in merge for d in s.runs if cutoff is None or d >= cutoff))
     snap_id = store.new_snapshot("compact", writer)
     if not dirs:
         return write_snapshot(
             store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
         )
-    entries = read_folders(spark, dirs).select(*ENTRY_COLUMNS)
+    # an id stored under two dates by an index written before 0.2 is kept once, as its earliest entry
+    entries = earliest_entries(read_folders(spark, dirs).select(*ENTRY_COLUMNS))
     if cutoff is not None:
         entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
     return write_snapshot(store, manifest.layout, entries, snap_id, runs)

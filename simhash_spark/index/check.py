@@ -20,6 +20,7 @@ from simhash_spark.core.fingerprint import FINGERPRINTED, FingerprintBatch, Fing
 from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
+    Snapshot,
     doc_bucket,
     model_differences,
     model_signature,
@@ -140,7 +141,7 @@ def check(
     rule = PairRule(cfg.policy, cfg.verify, cfg.normalize, short=cfg.short_texts)
     batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
     wanted = _wanted_keys(batch, layout)
-    snapshots = [s.id for s in manifest.snapshots]
+    snapshots = list(manifest.snapshots)
     dirs = store.partition_dirs(snapshots, "keys", set(wanted))
     rows: list[dict[str, Any]] = []
     for d in dirs:
@@ -176,7 +177,7 @@ def check(
 def _texts(
     files: ArrowFiles,
     store: IndexStore,
-    snapshots: list[str],
+    snapshots: list[Snapshot],
     doc_bits: int,
     candidates: dict[int, dict[Any, dict[str, Any]]],
 ) -> dict[Any, str]:

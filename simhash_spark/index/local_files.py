@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, doc_bucket
+from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot, doc_bucket
 from simhash_spark.core.simhash import popcount
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
@@ -139,20 +139,31 @@ def _dataset(files: ArrowFiles, folders: list[str]) -> ds.Dataset | None:
     return ds.dataset(paths, filesystem=files.fs, format="parquet") if paths else None
 
 
-def _id_filter(dataset: ds.Dataset, ids: Sequence[Any], run_date: str | None) -> ds.Expression:
+def _id_filter(
+    dataset: ds.Dataset, ids: Sequence[Any], run_date: str | None, *, later: bool = False
+) -> ds.Expression:
+    """Entries of ``ids`` from run dates before ``run_date`` (``later``: after it)."""
     id_type = dataset.schema.field(C.ID).type
     expr = pc.field(C.ID).isin(pa.array(list(ids)).cast(id_type))
-    return expr & (pc.field(C.RUN_DATE) < run_date) if run_date is not None else expr
+    if run_date is None:
+        return expr
+    return expr & (pc.field(C.RUN_DATE) > run_date if later else pc.field(C.RUN_DATE) < run_date)
 
 
 def known_ids(
-    files: ArrowFiles, store: IndexStore, snapshots: list[str], run_date: str, ids: Sequence[Any]
+    files: ArrowFiles,
+    store: IndexStore,
+    snapshots: list[Snapshot],
+    run_date: str,
+    ids: Sequence[Any],
+    *,
+    later: bool = False,
 ) -> list[Any]:
-    """The ``ids`` the index holds from run dates before ``run_date`` (sorted)."""
+    """The ``ids`` the index holds from run dates before ``run_date`` (``later``: after it), sorted."""
     dataset = _dataset(files, store.partition_dirs(snapshots, "docs", None))
     if dataset is None or not len(ids):
         return []
-    found = dataset.to_table(columns=[C.ID], filter=_id_filter(dataset, ids, run_date))
+    found = dataset.to_table(columns=[C.ID], filter=_id_filter(dataset, ids, run_date, later=later))
     return sorted(set(found[C.ID].to_pylist()))
 
 
@@ -168,7 +179,7 @@ class Touched:
 def touched_entries(
     files: ArrowFiles,
     store: IndexStore,
-    snapshots: list[str],
+    snapshots: list[Snapshot],
     layout: IndexLayout,
     run_date: str,
     fingerprints: np.ndarray,
@@ -203,7 +214,9 @@ def touched_entries(
         table = dataset.to_table(
             columns=list(ENTRY_COLUMNS), filter=_id_filter(dataset, found[C.ID].tolist(), run_date)
         )
-        entries = table.sort_by(C.ID).to_pandas(integer_object_nulls=True)
+        # an id stored under two run dates (an index written before ids were kept once) is its earliest
+        ordered = table.sort_by([(C.ID, "ascending"), (C.RUN_DATE, "ascending")])
+        entries = ordered.to_pandas(integer_object_nulls=True).drop_duplicates(C.ID, ignore_index=True)
     return Touched(entries, len(needed), len(key_dirs), sum(n for _, n in read), len(doc_dirs))
 
 
@@ -212,12 +225,13 @@ def touched_entries(
 
 def write_snapshot_files(
     files: ArrowFiles, folder: str, layout: IndexLayout, entries: pd.DataFrame, id_type: str
-) -> int:
+) -> dict[str, int]:
     """Write ``entries`` (``ENTRY_COLUMNS``) into the snapshot ``folder`` as ``write_snapshot`` does: one
     file per key partition sorted by (band, key) in small row groups, one file per docs bucket sorted by
-    id. Returns the number of entries."""
+    id. Returns the rows of each folder written (``keys/part=3`` → rows)."""
+    written: dict[str, int] = {}
     if not len(entries):
-        return 0
+        return written
     schema = {**_TYPES, C.ID: ID_TYPES[id_type]}
     fps = entries[C.FINGERPRINT].to_numpy(np.int64)
     keys = batch_keys(fps, layout)
@@ -226,12 +240,16 @@ def write_snapshot_files(
         keys[column] = entries[column].to_numpy()[rows]
     for part, group in keys.groupby(C.PART, sort=True):
         ordered = group.sort_values([C.BAND, C.KEY], kind="stable")
-        _write(files, f"{folder}/keys/{C.PART}={part}", ordered, KEY_COLUMNS, schema, KEY_GROUP_ROWS)
+        name = f"keys/{C.PART}={part}"
+        _write(files, f"{folder}/{name}", ordered, KEY_COLUMNS, schema, KEY_GROUP_ROWS)
+        written[name] = len(ordered)
     buckets = np.array([doc_bucket(int(fp), layout.doc_bits) for fp in fps], dtype=np.int64)
     for bucket in np.unique(buckets):
         ordered = entries[buckets == bucket].sort_values(C.ID, kind="stable")
-        _write(files, f"{folder}/docs/{C.BUCKET}={int(bucket)}", ordered, ENTRY_COLUMNS, schema, None)
-    return len(entries)
+        name = f"docs/{C.BUCKET}={int(bucket)}"
+        _write(files, f"{folder}/{name}", ordered, ENTRY_COLUMNS, schema, None)
+        written[name] = len(ordered)
+    return written
 
 
 def _write(

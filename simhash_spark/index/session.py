@@ -32,6 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -44,6 +45,7 @@ from simhash_spark.core.index_model import (
     MonitorOptions,
     RunRecord,
     Snapshot,
+    SnapshotContents,
     choose_layout,
     model_differences,
     model_signature,
@@ -66,7 +68,7 @@ from simhash_spark.storage import ArrowFiles, FileSystem
 from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.fingerprint import is_fingerprinted
 from simhash_spark.transforms.incremental import mark_already_indexed
-from simhash_spark.transforms.index_rows import doc_bucket, index_keys, touched_entries
+from simhash_spark.transforms.index_rows import doc_bucket, earliest_entries, index_keys, touched_entries
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +206,14 @@ class IndexSession:
         return self.base.layout
 
     @property
-    def snapshots(self) -> list[str]:
+    def snapshots(self) -> list[Snapshot]:
         """The snapshots this run reads (entries of earlier run dates)."""
-        return [s.id for s in self.base.visible_snapshots(self.run_date)]
+        return self.base.visible_snapshots(self.run_date)
+
+    @property
+    def later_snapshots(self) -> list[Snapshot]:
+        """The snapshots holding entries of later run dates: a backfill, or a rerun of an earlier date."""
+        return [s for s in self.base.snapshots if s.runs and max(s.runs) > self.run_date]
 
     def visible(self, df: DataFrame) -> DataFrame:
         """The rows of stored entries this run sees: earlier run dates only."""
@@ -221,8 +228,7 @@ class IndexSession:
 
     def _entry_counts(self) -> tuple[int, int]:
         """(entries, key rows) of the snapshots this run reads."""
-        read = set(self.snapshots)
-        snaps = [s for s in self.base.snapshots if s.id in read]
+        snaps = self.snapshots
         return sum(s.docs_rows for s in snaps), sum(s.keys_rows for s in snaps)
 
     # --- reading ------------------------------------------------------------------------------------
@@ -252,7 +258,7 @@ class IndexSession:
         docs = self._read(doc_dirs, list(ENTRY_COLUMNS))
         if docs is None:
             return None, key_rows_read, 0
-        touched = docs.join(found.select(C.ID), on=C.ID, how="left_semi").select(*ENTRY_COLUMNS)
+        touched = earliest_entries(docs.join(found.select(C.ID), on=C.ID, how="left_semi"))
         return touched, key_rows_read, len(doc_dirs)
 
     def lookup(self, fps: DataFrame, k: int, ctx: RunContext, held: HeldBatch | None = None) -> Lookup:
@@ -344,34 +350,48 @@ class IndexSession:
 
     def rebuild(self, cfg: Config) -> None:
         """Refingerprint every stored text (of every date but this run's, which the run adds again) with
-        this run's model into one new snapshot (new tables too); the result becomes ``base`` and is
-        committed with the run."""
+        this run's model, into new snapshots with new tables (``Manifest.rebuild_groups``: the last
+        ``index.keep_recent`` dates keep a snapshot each and stay rerunnable); the result becomes ``base``
+        and is committed with the run."""
         old = self.base
-        dirs = self.store.partition_dirs([s.id for s in old.snapshots], "docs", None)
         layout = new_layout(cfg)
-        snap_id = self.store.new_snapshot("rebuild", self.lease.writer)
-        runs = tuple(sorted({d for s in old.snapshots for d in s.runs if d != self.run_date}))
+        dirs = self.store.partition_dirs(old.snapshots, "docs", None)
+        groups = old.rebuild_groups(self.run_date, cfg.index.keep_recent)
+        fresh = None
         if dirs:
-            entries = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
-            fresh = refingerprint(entries.select(*ENTRY_COLUMNS), cfg)
-            snapshot = write_snapshot(self.store, layout, fresh, snap_id, runs)
-        else:
-            snapshot = Snapshot(snap_id, runs, 0, 0, now())
+            stored = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
+            fresh = refingerprint(stored.select(*ENTRY_COLUMNS), cfg).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            snapshots = [self._rebuilt(layout, fresh, runs) for runs in groups]
+        finally:
+            if fresh is not None:
+                fresh.unpersist()
+        where = {d: snap.id for snap in snapshots for d in snap.runs}
         self.base = dataclasses.replace(
             old,
             model=_signature(cfg),
             layout=layout,
-            snapshots=(snapshot,) if runs else (),
+            snapshots=tuple(snapshots),
             runs=tuple(
-                dataclasses.replace(r, snapshot=snap_id) for r in old.runs if r.run_date != self.run_date
+                dataclasses.replace(r, snapshot=where.get(r.run_date, ""))
+                for r in old.runs
+                if r.run_date != self.run_date
             ),
         )
         log.info(
-            "index %s: rebuilt %d entries with this run's model (tables %s)",
+            "index %s: rebuilt %d entries into %d snapshot(s) with this run's model (tables %s)",
             self.path,
-            snapshot.docs_rows,
+            sum(snap.docs_rows for snap in snapshots),
+            len(snapshots),
             layout.scheme,
         )
+
+    def _rebuilt(self, layout: IndexLayout, fresh: DataFrame | None, runs: tuple[str, ...]) -> Snapshot:
+        snap_id = self.store.new_snapshot("rebuild", self.lease.writer)
+        if fresh is None:
+            return self.store.seal(snap_id, runs, SnapshotContents(snap_id, {}))
+        entries = fresh.where(F.col(C.RUN_DATE).isin(list(runs)))
+        return write_snapshot(self.store, layout, entries, snap_id, runs)
 
     # --- monitoring and committing ------------------------------------------------------------------
 
@@ -395,16 +415,23 @@ class IndexSession:
     ) -> Snapshot:
         """Write the batch's snapshot, then commit the next manifest version (the moment the run becomes
         part of the index). Fails, adding nothing, if another writer committed first. ``rows``: the same
-        entries on the driver, which writes them itself when it opens the index (no Spark job)."""
+        entries on the driver, which writes them itself when it opens the index (no Spark job). An id a
+        later run date stored already (a backfill) stays there, once: it is not stored again."""
         snap_id = self.store.new_snapshot(self.run_date, self.lease.writer)
+        runs = (self.run_date,)
         if rows is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
             files, store = self._driver_store()
-            n = local_files.write_snapshot_files(
+            if self.later_snapshots:
+                later = local_files.known_ids(
+                    files, store, self.later_snapshots, self.run_date, rows[C.ID].tolist(), later=True
+                )
+                rows = rows[~rows[C.ID].isin(later)]
+            folder_rows = local_files.write_snapshot_files(
                 files, store.snapshot_dir(snap_id), self.layout, rows, id_type
             )
-            snap = Snapshot(snap_id, (self.run_date,), n * len(self.layout.masks()), n, now())
+            snap = store.seal(snap_id, runs, store.written_contents(snap_id, folder_rows))
         else:
-            snap = write_snapshot(self.store, self.layout, entries, snap_id, (self.run_date,))
+            snap = write_snapshot(self.store, self.layout, self._not_stored_later(entries), snap_id, runs)
         maybe_pause("index-snapshot-written")
         base = self.base if self.base.id_type else dataclasses.replace(self.base, id_type=id_type)
         manifest = base.with_run(snap, dataclasses.replace(record, snapshot=snap.id, appended=snap.docs_rows))
@@ -412,6 +439,14 @@ class IndexSession:
         self.committed = manifest
         maybe_pause("index-committed")
         return snap
+
+    def _not_stored_later(self, entries: DataFrame) -> DataFrame:
+        """``entries`` less the ids that snapshots of later run dates hold."""
+        dirs = self.store.partition_dirs(self.later_snapshots, "docs", None)
+        if not dirs:
+            return entries
+        later = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) > F.lit(self.run_date)).select(C.ID)
+        return entries.join(later, on=C.ID, how="left_anti")
 
     def finish(self) -> None:
         """After the output is published: tidy folders the commit replaced (a failure here is only

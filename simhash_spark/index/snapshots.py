@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot
-from simhash_spark.index.store import IndexStore, now
+from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import literal
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
@@ -92,14 +92,17 @@ def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
 def write_snapshot(
     store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
 ) -> Snapshot:
-    """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder; invisible until a manifest
-    lists it."""
+    """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder and seal it with its contents
+    record; invisible until a manifest lists it."""
     entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        n = entries.count()
         base = store.snapshot_dir(snapshot)
-        if n:
-            keys = index_keys(entries.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE), layout=layout)
+        keys = index_keys(entries.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE), layout=layout)
+        docs = entries.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
+        # rows per folder, for the contents record (small aggregations of the persisted entries)
+        rows = {f"docs/{C.BUCKET}={r[0]}": int(r[1]) for r in docs.groupBy(C.BUCKET).count().collect()}
+        if rows:
+            rows.update({f"keys/{C.PART}={r[0]}": int(r[1]) for r in keys.groupBy(C.PART).count().collect()})
             (
                 keys.repartition(C.PART)
                 .sortWithinPartitions(C.PART, C.BAND, C.KEY)
@@ -110,7 +113,6 @@ def write_snapshot(
                 .partitionBy(C.PART)
                 .parquet(base + "/keys")
             )
-            docs = entries.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
             (
                 docs.repartition(C.BUCKET)
                 .sortWithinPartitions(C.BUCKET, C.ID)
@@ -120,4 +122,4 @@ def write_snapshot(
             )
     finally:
         entries.unpersist()
-    return Snapshot(snapshot, runs, n * len(layout.masks()), n, now())
+    return store.seal(snapshot, runs, store.written_contents(snapshot, rows))

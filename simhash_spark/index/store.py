@@ -9,6 +9,10 @@ The commit protocol (docs/reliability.md):
   wins; the other's commit fails and it publishes nothing.
 - Only an absent or empty folder becomes a new index (version 0 is created at once). A folder with
   anything else in it and no readable manifest is refused, never cleaned.
+- Every snapshot records what it holds in ``_contents.json`` (per folder: rows, files and their sizes),
+  whose SHA-256 the manifest keeps. Every reader checks the folders it reads against it and refuses
+  (exit 2, naming the file) a missing, resized or unlisted file: a damaged index never answers from
+  less history.
 - Every snapshot folder carries ``_writer.json`` naming the writer that created it. Cleanup removes a
   snapshot folder the current manifest does not list only if the manifest it replaced listed it, or its
   writer holds no live lease (``_leases/``): never a folder it cannot prove is the index's own, never one
@@ -24,13 +28,20 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from simhash_spark.core.index_model import Manifest
-from simhash_spark.errors import FingerprintIndexError, essence
+from simhash_spark.core.index_model import (
+    CONTENTS,
+    FolderContents,
+    Manifest,
+    OldFormat,
+    Snapshot,
+    SnapshotContents,
+    sha256_text,
+)
+from simhash_spark.errors import FingerprintIndexError, IndexDamaged, essence
 from simhash_spark.lease import Lease, describe_blockers
 from simhash_spark.storage import Files, FileSystem, join
 
 _VERSION = re.compile(r"^v(\d{8})\.json$")
-_PART = re.compile(r"^(?:part|bucket)=(\d+)$")
 WRITER_MARK = "_writer.json"
 LEASES = "_leases"
 MANIFEST = "_manifest"
@@ -43,6 +54,7 @@ class IndexStore:
     def __init__(self, files: Files, root: str) -> None:
         self.files = files
         self.root = root.rstrip("/")
+        self._contents: dict[str, SnapshotContents] = {}  # verified records, by snapshot id
 
     @property
     def manifest_dir(self) -> str:
@@ -55,7 +67,7 @@ class IndexStore:
     def version_path(self, version: int) -> str:
         return join(self.manifest_dir, f"v{version:08d}.json")
 
-    def _versions(self) -> list[int]:
+    def versions(self) -> list[int]:
         return sorted(
             int(m.group(1)) for n in self.files.list_names(self.manifest_dir) if (m := _VERSION.match(n))
         )
@@ -65,16 +77,18 @@ class IndexStore:
         a readable manifest is an error naming what is there."""
         if self.files.exists(self.root) and not self.files.is_dir(self.root):
             raise FingerprintIndexError(f"index {self.root} is a file, not an index folder")
-        versions = self._versions()
+        versions = self.versions()
         if not versions:
             self._refuse_unless_empty()
             return None
         return self.read_version(versions[-1])
 
-    def read_version(self, version: int) -> Manifest:
+    def read_version(self, version: int, *, old_format: bool = False) -> Manifest:
         path = self.version_path(version)
         try:
-            manifest = Manifest.from_json(self.files.read_text(path))
+            manifest = Manifest.from_json(self.files.read_text(path), old_format=old_format)
+        except OldFormat as e:
+            raise FingerprintIndexError(f"index {self.root}: {e}") from None
         except Exception as e:  # JSON of another shape or tool, a folder, unreadable bytes
             raise FingerprintIndexError(
                 f"index manifest {path} is not a manifest of this tool: {type(e).__name__}: {essence(e)}"
@@ -104,7 +118,7 @@ class IndexStore:
 
     def commit(self, manifest: Manifest, before_link: Callable[[], None] | None = None) -> None:
         """Make ``manifest`` current: create its version file if, and only if, no other writer has."""
-        versions = self._versions()
+        versions = self.versions()
         current = versions[-1] if versions else -1
         if manifest.version != current + 1 or not self.files.create_exclusive(
             self.version_path(manifest.version), manifest.to_json(), before_link
@@ -134,17 +148,77 @@ class IndexStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def partition_dirs(self, snapshots: Iterable[str], kind: str, wanted: set[int] | None) -> list[str]:
-        """Existing ``part=``/``bucket=`` folders of ``kind`` ("keys" or "docs") in the given snapshots,
-        restricted to ``wanted`` (None: all)."""
+    def partition_dirs(self, snapshots: Iterable[Snapshot], kind: str, wanted: set[int] | None) -> list[str]:
+        """The ``part=``/``bucket=`` folders of ``kind`` ("keys" or "docs") the given snapshots hold,
+        restricted to ``wanted`` (None: all), each checked against the snapshot's contents record: every
+        file it lists there with its size, no other (visible) file. Else ``IndexDamaged`` naming it."""
         out = []
         for snap in snapshots:
-            base = join(self.snapshot_dir(snap), kind)
-            for name in self.files.list_names(base):
-                m = _PART.match(name)
-                if m and (wanted is None or int(m.group(1)) in wanted):
-                    out.append(join(base, name))
+            for name, folder in self.contents(snap).select(kind, wanted):
+                path = join(self.snapshot_dir(snap.id), name)
+                problems = folder_problems(
+                    f"{SNAPSHOTS}/{snap.id}/{name}", folder, self.files.file_sizes(path)
+                )
+                if problems:
+                    raise self.damaged(
+                        "; ".join(problems[:3])
+                        + (f" ({len(problems)} problems)" if len(problems) > 3 else "")
+                    )
+                out.append(path)
         return out
+
+    def damaged(self, what: str) -> IndexDamaged:
+        return IndexDamaged(
+            f"index {self.root} is damaged: {what}. The run read nothing more from it and changed nothing; "
+            f"restore the files from a copy (`simhash-spark index verify {self.root}` lists every problem)"
+        )
+
+    def contents(self, snap: Snapshot) -> SnapshotContents:
+        """``snap``'s contents record, checked against the manifest's checksum and row counts."""
+        if snap.id not in self._contents:
+            found = self.read_contents(snap)
+            if isinstance(found, str):
+                raise self.damaged(found)
+            self._contents[snap.id] = found
+        return self._contents[snap.id]
+
+    def read_contents(self, snap: Snapshot) -> SnapshotContents | str:
+        """``snap``'s contents record if it is the one the manifest promises, else what is wrong."""
+        where = f"snapshot {snap.id} (run dates {', '.join(snap.runs) or 'none'}; {snap.docs_rows} entries)"
+        path = join(self.snapshot_dir(snap.id), CONTENTS)
+        if not snap.contents_sha256:
+            return f"{where} has no contents checksum in the manifest"
+        if not self.files.exists(path):
+            return (
+                f"{where} is missing: {SNAPSHOTS}/{snap.id}/{CONTENTS} does not exist (its folder was "
+                "removed or only partly copied)"
+            )
+        text = self.files.read_text(path)
+        if sha256_text(text) != snap.contents_sha256:
+            return f"{where}: {SNAPSHOTS}/{snap.id}/{CONTENTS} was changed (its checksum differs)"
+        contents = SnapshotContents.from_json(text)
+        if (contents.rows("docs"), contents.rows("keys")) != (snap.docs_rows, snap.keys_rows):
+            return f"{where}: its contents record counts other rows than the manifest"
+        return contents
+
+    def seal(self, snapshot: str, runs: tuple[str, ...], contents: SnapshotContents) -> Snapshot:
+        """Write ``snapshot``'s contents record (its data is written); the manifest entry that lists it."""
+        text = contents.to_json()
+        self.files.write_text(join(self.snapshot_dir(snapshot), CONTENTS), text)
+        self._contents[snapshot] = contents
+        return Snapshot(
+            snapshot, runs, contents.rows("keys"), contents.rows("docs"), now(), sha256_text(text)
+        )
+
+    def written_contents(self, snapshot: str, rows: dict[str, int]) -> SnapshotContents:
+        """The contents of a snapshot folder as written: its data files with their sizes, ``rows`` per
+        folder (``keys/part=3`` → rows)."""
+        folders: dict[str, dict[str, int]] = {name: {} for name in rows}
+        for relative, size in self.files.file_sizes(self.snapshot_dir(snapshot), recursive=True).items():
+            folder, _, name = relative.rpartition("/")
+            if folder in folders and not _hidden(name):
+                folders[folder][name] = size
+        return SnapshotContents(snapshot, {f: FolderContents(rows[f], files) for f, files in folders.items()})
 
     def remove_unlisted(self, manifest: Manifest, replaced: Manifest | None, lease: Lease) -> list[str]:
         """Delete snapshot folders ``manifest`` does not list that are provably the index's own and not being
@@ -161,6 +235,29 @@ class IndexStore:
                 self.files.delete(self.snapshot_dir(name))
                 gone.append(name)
         return gone
+
+
+def _hidden(name: str) -> bool:
+    """Files Spark's and pyarrow's readers skip: Hadoop's checksums (``.x.crc``), ``_SUCCESS``."""
+    return name.startswith((".", "_"))
+
+
+def folder_problems(where: str, folder: FolderContents, found: dict[str, int]) -> list[str]:
+    """How the files ``found`` in a partition folder differ from what its record lists."""
+    if folder.files and not found:
+        return [f"folder {where}/ is missing ({len(folder.files)} file(s), {folder.rows} rows)"]
+    problems = []
+    for name, size in sorted(folder.files.items()):
+        if name not in found:
+            problems.append(f"{where}/{name} is missing")
+        elif found[name] != size:
+            problems.append(f"{where}/{name} has {found[name]} bytes where {size} were written")
+    problems += [
+        f"{where}/{name} is not a file of this snapshot (written by another tool?)"
+        for name in sorted(found)
+        if name not in folder.files and not _hidden(name)
+    ]
+    return problems
 
 
 def open_store(spark: Any, path: str) -> IndexStore:

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import IndexLayout
+from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout
 from simhash_spark.transforms.candidates import hamming_distance
 
 
@@ -90,3 +90,19 @@ def touched_entries(batch_keys: DataFrame, index_keys: DataFrame, *, max_distanc
         hamming_distance(F.col(C.FINGERPRINT), F.col("_bfp")) <= max_distance
     )
     return joined.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE).dropDuplicates([C.ID])
+
+
+def earliest_entries(entries: DataFrame) -> DataFrame:
+    """One row per id: its entry of the earliest run date (an index written before ids were kept once can
+    hold an id under two dates; each id must be linked, and paired, once).
+
+    In and out: ``ENTRY_COLUMNS``.
+    """
+    rest = [c for c in ENTRY_COLUMNS if c not in (C.ID, C.RUN_DATE)]
+    first = F.min(F.struct(C.RUN_DATE, *rest)).alias("_e")
+    return (
+        entries.groupBy(C.ID)
+        .agg(first)
+        .select(C.ID, *[F.col(f"_e.{c}").alias(c) for c in rest], F.col(f"_e.{C.RUN_DATE}").alias(C.RUN_DATE))
+        .select(*ENTRY_COLUMNS)
+    )
