@@ -11,7 +11,14 @@ from contextlib import contextmanager
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from simhash_spark.errors import InputError, SimhashSparkError, essence, is_unreadable_input
+from simhash_spark.errors import (
+    IndexDamaged,
+    InputError,
+    SimhashSparkError,
+    essence,
+    is_unreadable_input,
+    unreadable_index_file,
+)
 from simhash_spark.faults import maybe_pause
 from simhash_spark.progress import Progress
 
@@ -54,6 +61,12 @@ class RunContext:
             raise
         except Exception as e:
             if is_unreadable_input(e):
+                index_file = unreadable_index_file(e)
+                if index_file is not None:
+                    raise IndexDamaged(
+                        f"index file {index_file} cannot be read ({essence(e)}): the index is damaged; "
+                        "`simhash-spark index verify INDEX` lists every damaged file"
+                    ) from e
                 raise InputError(f"cannot read input: {essence(e)}") from e
             raise StageFailed(f"stage '{name}' failed: {type(e).__name__}: {essence(e)}") from e
         finally:

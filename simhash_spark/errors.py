@@ -73,6 +73,20 @@ def essence(e: BaseException) -> str:
 
 
 def is_unreadable_input(e: BaseException) -> bool:
-    """Spark's errors for input files it cannot read (corrupt, truncated, not Parquet)."""
+    """Spark's errors for input files it cannot read (corrupt, truncated, not Parquet). A JVM that ran out
+    of memory while reading reports it as a read error too: that is a runtime failure, not bad input."""
     text = str(e)
-    return "FAILED_READ_FILE" in text or "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text
+    unreadable = (
+        "FAILED_READ_FILE" in text or "CANNOT_READ_FILE_FOOTER" in text or "is not a Parquet file" in text
+    )
+    return unreadable and "OutOfMemoryError" not in text
+
+
+# the data files of an index's snapshots (simhash_spark/index/store.py's layout)
+_INDEX_FILE = re.compile(r"\S*/snapshots/[^/\s]+/(?:keys/part|docs/bucket)=\d+/[^\s.]\S*")
+
+
+def unreadable_index_file(e: BaseException) -> str | None:
+    """The index data file a read error names, if it names one."""
+    found = _INDEX_FILE.search(str(e))
+    return found.group(0) if found else None

@@ -120,6 +120,24 @@ def test_a_damaged_index_is_refused_by_a_run_naming_what_is_wrong(history, tmp_p
     assert not (tmp_path / "out-2026-11-04").exists()  # nothing published
 
 
+@pytest.mark.parametrize("path", ["driver", "spark"])
+def test_a_file_changed_in_place_at_its_size_is_named_as_the_index_s(history, tmp_path, capsys, path):
+    """Sizes match, so the contents check passes; reading the file fails, and that names the index file
+    (exit 2), not the run's input. `index verify` reads every file and finds it too."""
+    index = copy_of(history, tmp_path)
+    bucket = sorted((snapshot_of(index, "2026-11-02") / "docs").glob("bucket=*"))[0]
+    data = next(bucket.glob("*.parquet"))
+    data.write_bytes(bytes(data.stat().st_size))
+    before = manifest(index)
+    capsys.readouterr()
+    code = run_day(tmp_path, index, "2026-11-04", ["n0", "n1"], *(SPARK_PATH if path == "spark" else []))
+    err = capsys.readouterr().err
+    assert code == 2 and "is damaged" in err and data.name in err and "cannot read input" not in err, err
+    assert manifest(index) == before and not (tmp_path / "out-2026-11-04").exists()
+    assert main(["index", "verify", str(index)]) == 2
+    assert data.name in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("how", DAMAGES)
 def test_check_verify_and_compaction_refuse_a_damaged_index(history, tmp_path, capsys, how):
     index = copy_of(history, tmp_path)

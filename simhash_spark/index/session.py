@@ -305,11 +305,13 @@ class IndexSession:
         """``lookup`` of a batch the driver holds, read with pyarrow: the same marked ``fps``, touched
         entries and statistics, and the entries as rows on the driver."""
         files, store = self._driver_store()
-        known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
-        linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
-        found = local_files.touched_entries(
-            files, store, self.snapshots, self.layout, self.run_date, linked[C.FINGERPRINT].to_numpy(), k
-        )
+        with store.reading():
+            known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
+            linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
+            fingerprints = linked[C.FINGERPRINT].to_numpy()
+            found = local_files.touched_entries(
+                files, store, self.snapshots, self.layout, self.run_date, fingerprints, k
+            )
         if known:
             fps = mark_already_indexed(
                 fps, driver_frame(self.spark, pd.DataFrame({C.ID: known}), f"{C.ID} {id_type}")
@@ -422,9 +424,10 @@ class IndexSession:
         if rows is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
             files, store = self._driver_store()
             if self.later_snapshots:
-                later = local_files.known_ids(
-                    files, store, self.later_snapshots, self.run_date, rows[C.ID].tolist(), later=True
-                )
+                with store.reading():
+                    later = local_files.known_ids(
+                        files, store, self.later_snapshots, self.run_date, rows[C.ID].tolist(), later=True
+                    )
                 rows = rows[~rows[C.ID].isin(later)]
             folder_rows = local_files.write_snapshot_files(
                 files, store.snapshot_dir(snap_id), self.layout, rows, id_type

@@ -21,12 +21,15 @@ The commit protocol (docs/reliability.md):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+
+import pyarrow as pa
 
 from simhash_spark.core.index_model import (
     CONTENTS,
@@ -166,6 +169,15 @@ class IndexStore:
                     )
                 out.append(path)
         return out
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around driver reads (pyarrow): a data file that cannot be read although its size is the one
+        recorded (changed in place) is a damaged index, named as such."""
+        try:
+            yield
+        except (pa.ArrowException, OSError) as e:
+            raise self.damaged(f"a file cannot be read: {e}") from e
 
     def damaged(self, what: str) -> IndexDamaged:
         return IndexDamaged(
