@@ -15,6 +15,10 @@ The protocol, per archive key (the Java installation, the Spark jars, the driver
    ``-Xshare:on`` (which refuses an incomplete or mismatched archive instead of using it: the JVM crashes
    on a truncated one even in its default mode) and only then renames it to ``<key>.jsa``.
 3. A run that finds ``<key>.jsa`` maps it. A rename is atomic: a reader sees a checked archive or none.
+4. Every run settles every temporary of the directory, whatever its key: a writer that is gone has its
+   archive checked and renamed, or removed; an unrecorded temporary no process names is removed. A run
+   that fails ends its JVM before it writes an archive (``abandon``). At most ``KEEP`` archives stay, the
+   least recently used go first.
 
 Nothing here changes what a run computes; the archive only saves class loading. Under spark-submit the
 driver JVM is already running when the job starts: docs/deploy.md says how to give it an archive there.
@@ -28,6 +32,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -38,8 +43,8 @@ from simhash_spark.lease import pid_alive
 log = logging.getLogger(__name__)
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # the dump lists every class it skips; a mismatch warns
-KEEP = 3  # archives kept per directory (other Spark or Java versions), the most recently used
-ABANDONED_S = 3600.0  # a temporary archive without a live writer older than this is removed
+KEEP = 2  # archives kept per directory (other Spark or Java versions, heap sizes), the most recently used
+ABANDONED_S = 3600.0  # without /proc: an unrecorded temporary archive older than this is removed
 CHECK_TIMEOUT_S = 60.0
 
 
@@ -127,36 +132,74 @@ def _checks(java: Path, archive: Path, classpath: str) -> bool:
     return done.returncode == 0
 
 
-def _settle(directory: Path, key: str, java: Path, now: float) -> bool:
-    """Check and rename the archives of runs whose JVMs are gone; drop what cannot be used. Returns
-    whether a run is still writing one."""
-    final, busy = directory / f"{key}.jsa", False
-    for record in directory.glob(f"{key}.*.tmp.json"):
+def _cmdline_names(marker: str) -> bool | None:
+    """Whether any process's command line holds ``marker`` (a writer that has not recorded itself yet);
+    None where there is no /proc to tell."""
+    proc = Path("/proc")
+    if not (proc / "self" / "cmdline").exists():
+        return None
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+                    return True
+    return False
+
+
+def _key_of(archive: Path) -> str:
+    return archive.name.split(".", 1)[0]
+
+
+def _settle_recorded(directory: Path, key: str, java: Path) -> bool:
+    """Check and rename the archives of recorded writers whose JVMs are gone, whatever their key (a
+    temporary is never left for a run of its own key to come); drop what cannot be used. Returns whether
+    a writer of ``key`` still runs."""
+    busy = False
+    for record in directory.glob("*.tmp.json"):
         archive = record.with_name(record.name[: -len(".json")])
+        final = directory / f"{_key_of(archive)}.jsa"
         try:
             info = json.loads(record.read_text("utf-8"))
             if _alive(int(info["jvm_pid"]), str(archive)):
-                busy = True
+                busy = busy or _key_of(archive) == key
                 continue
-            if archive.exists() and not final.exists() and _checks(java, archive, str(info["classpath"])):
+            checker = Path(info.get("java") or java)
+            if archive.exists() and not final.exists() and _checks(checker, archive, str(info["classpath"])):
                 os.replace(archive, final)
                 log.info("JVM class archive checked: %s", final)
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.debug("dropping the class archive record %s: %s", record, e)
         archive.unlink(missing_ok=True)
         record.unlink(missing_ok=True)
-    for orphan in directory.glob(f"{key}.*.tmp"):  # a writer that never recorded itself
-        if (
-            not orphan.with_name(orphan.name + ".json").exists()
-            and now - orphan.stat().st_mtime > ABANDONED_S
-        ):
+    return busy
+
+
+def _settle(directory: Path, key: str, java: Path, now: float) -> bool:
+    """Settle every temporary archive in ``directory``; whether a run is still writing the one of
+    ``key``. An unrecorded temporary (its run failed before saying who writes it) goes as soon as no
+    process names it; where that cannot be told, after ``ABANDONED_S``."""
+    busy = _settle_recorded(directory, key, java)
+    for orphan in directory.glob("*.tmp"):
+        if orphan.with_name(orphan.name + ".json").exists():
+            continue
+        writing = _cmdline_names(str(orphan))
+        if writing is None:
+            with contextlib.suppress(OSError):
+                writing = now - orphan.stat().st_mtime <= ABANDONED_S
+        if writing:
+            busy = busy or _key_of(orphan) == key
+        else:
             orphan.unlink(missing_ok=True)
     return busy
 
 
 def _prune(directory: Path) -> None:
-    archives = sorted(directory.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in archives[KEEP:]:
+    """Keep the ``KEEP`` most recently used archives (each is a couple of hundred megabytes)."""
+    archives = []
+    for path in directory.glob("*.jsa"):
+        with contextlib.suppress(OSError):  # removed by another run meanwhile
+            archives.append((path.stat().st_mtime, path))
+    for _, old in sorted(archives, reverse=True)[KEEP:]:
         old.unlink(missing_ok=True)
 
 
@@ -177,6 +220,7 @@ def plan(directory: Path, jars: Path, driver_memory: str, now: float | None = No
     if final.exists():
         with contextlib.suppress(OSError):  # another user's archive: used all the same
             os.utime(final)  # the most recently used are kept
+        _prune(directory)
         return Plan("using", f"-XX:SharedArchiveFile={final} {QUIET}", final)
     if busy:
         return Plan("busy")
@@ -190,8 +234,24 @@ def record_writer(plan: Plan, jvm_pid: int, classpath: str) -> None:
     assert plan.state == "writing" and plan.path is not None
     record = plan.path.with_name(plan.path.name + ".json")
     partial = record.with_name(record.name + ".partial")
-    partial.write_text(json.dumps({"jvm_pid": jvm_pid, "classpath": classpath}), "utf-8")
+    java = java_executable()
+    info = {"jvm_pid": jvm_pid, "classpath": classpath, "java": str(java) if java else None}
+    partial.write_text(json.dumps(info), "utf-8")
     os.replace(partial, record)
+
+
+def abandon(plan: Plan, jvm_pid: int, timeout_s: float = 30.0) -> None:
+    """A failed run's JVM writes no archive: it is ended before it exits on its own (the dump runs at a
+    normal exit only), and whatever it wrote goes with its record. Call after the SparkContext stopped."""
+    assert plan.path is not None
+    if _alive(jvm_pid, str(plan.path)):
+        with contextlib.suppress(OSError):
+            os.kill(jvm_pid, signal.SIGKILL)
+        deadline = time.time() + timeout_s
+        while _alive(jvm_pid, str(plan.path)) and time.time() < deadline:
+            time.sleep(0.05)
+    plan.path.unlink(missing_ok=True)
+    plan.path.with_name(plan.path.name + ".json").unlink(missing_ok=True)
 
 
 def wait_for_writers(directory: Path, timeout_s: float) -> bool:

@@ -6,8 +6,10 @@ Exit codes: 0 success, 2 bad input or configuration, 3 monitoring alert (increme
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import subprocess
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -528,12 +530,86 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_index(args)
         return _run_demo(args)
     except SimhashSparkError as e:
+        _abandon_class_archive()
         _error(f"simhash_spark: error: {e}")
         return e.exit_code
     except Exception as e:
         from simhash_spark.context import StageFailed
 
-        log.exception("run failed")
-        message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"
+        memory = _out_of_memory(e)
+        if memory is None:
+            log.exception("run failed")
+            message = str(e) if isinstance(e, StageFailed) else f"{type(e).__name__}: {essence(e)}"
+        else:
+            log.debug("run failed", exc_info=True)
+            message = memory
+        _abandon_class_archive()
         _error(f"simhash_spark: failed: {message}")
         return 1
+
+
+# How a Spark JVM exits after an OutOfMemoryError (Spark's SparkExitCode.OOM): local mode ends the driver.
+JVM_OUT_OF_MEMORY_EXIT = 52
+JVM_EXIT_WAIT_S = 60.0
+_JVM_GONE = (
+    "SparkContext was shut down",
+    "Py4JNetworkError",
+    "Answer from Java side is empty",
+    "Connection refused",
+)
+
+
+def _out_of_memory(e: BaseException) -> str | None:
+    """The one line for a run that failed because the driver JVM ran out of memory (an OutOfMemoryError in
+    the error, or the JVM gone with Spark's exit code for it); None for any other failure."""
+    if "simhash_spark.session" not in sys.modules:  # no session was built
+        return None
+    from pyspark import SparkContext
+
+    from simhash_spark.session import SPARK_DEFAULT_DRIVER_MEMORY, started_driver
+
+    chain, seen = [], set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        chain.append(f"{type(x).__name__}: {x}")
+        x = x.__cause__ or x.__context__
+    if not any("java.lang.OutOfMemoryError" in text for text in chain) and (
+        _jvm_exit_code(SparkContext._gateway, chain) != JVM_OUT_OF_MEMORY_EXIT
+    ):
+        return None
+    started = started_driver()
+    if started is None:
+        setting = "the driver's and executors' memory as the launcher set them"
+    elif started.memory:
+        setting = f"spark.driver.memory={started.memory}, {started.memory_from}"
+    else:
+        setting = (
+            f"spark.driver.memory as the launcher set it (Spark's default: {SPARK_DEFAULT_DRIVER_MEMORY})"
+        )
+    return (
+        f"the Spark JVM ran out of memory ({setting}); nothing was published. "
+        "Give it more: --spark-conf spark.driver.memory=<size> in local mode, spark-submit's --driver-memory "
+        "and --executor-memory on a cluster"
+    )
+
+
+def _jvm_exit_code(gateway: Any, chain: list[str]) -> int | None:
+    """The exit code of the driver JVM this process started, once it has ended; when the failure says the
+    JVM went away (Spark stops itself before an out-of-memory exit), it is given time to end."""
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return None
+    code = proc.poll()
+    if code is None and any(sign in text for text in chain for sign in _JVM_GONE):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = proc.wait(JVM_EXIT_WAIT_S)
+    return code if isinstance(code, int) else None
+
+
+def _abandon_class_archive() -> None:
+    """A failed local run leaves no class archive behind (simhash_spark/class_archive.py)."""
+    if "simhash_spark.session" in sys.modules:
+        from simhash_spark.session import abandon_class_archive_at_exit
+
+        abandon_class_archive_at_exit()

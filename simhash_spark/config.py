@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import tomllib
 import types
 import typing
@@ -114,6 +115,8 @@ class SparkConfig:
     class_archive: str = "auto"
     # local runs' driver JVM: "quick" (HotSpot's quick compiler only) or "full" (the JVM's default)
     driver_jit: str = "quick"
+    # local runs' driver heap unless the user set spark.driver.memory: "auto" (a quarter of the machine) or a size
+    local_driver_memory: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,11 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "spark.min_fingerprint_partitions": _at_least(0),
     "spark.class_archive": lambda v: None if v.strip() else 'must be "auto", "off" or a folder',
     "spark.driver_jit": lambda v: None if v in ("quick", "full") else 'must be "quick" or "full"',
+    "spark.local_driver_memory": lambda v: (
+        None
+        if v == "auto" or re.fullmatch(r"[1-9][0-9]*[kmgt]?", v.lower())
+        else 'must be "auto" or a size like "8g"'
+    ),
     "index.scheme": _scheme,
     "index.expected_entries": _at_least(1),
     "index.partitions": _at_least(1),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 import time
@@ -788,9 +789,25 @@ def summary(
             "arrow_max_records_per_batch": spark.conf.get(
                 "spark.sql.execution.arrow.maxRecordsPerBatch", None
             ),
+            **_driver_memory(spark),
         },
         "versions": _versions(),
     }
+
+
+def _driver_memory(spark: SparkSession) -> dict[str, str | None]:
+    """The driver heap and who chose it: the job for a local run (simhash_spark.session), else the
+    launcher (spark-submit, --spark-conf, Spark's default of 1g when unset)."""
+    from simhash_spark.session import DRIVER_MEMORY, DRIVER_MEMORY_CHOSEN, SPARK_DEFAULT_DRIVER_MEMORY
+
+    try:
+        memory = spark.conf.get(DRIVER_MEMORY, None)
+        chosen = spark.conf.get(DRIVER_MEMORY_CHOSEN, None)
+    except Exception:  # Spark Connect servers may refuse to show static settings
+        return {"driver_memory": None, "driver_memory_from": None}
+    if memory is None:
+        return {"driver_memory": SPARK_DEFAULT_DRIVER_MEMORY, "driver_memory_from": "Spark's default"}
+    return {"driver_memory": memory, "driver_memory_from": chosen or "the launcher"}
 
 
 def run(
@@ -901,8 +918,12 @@ def _compute_and_publish(
         if report is not None:
             publisher.write_text("report.html", render(replace(report, summary=summ)))
         publisher.publish()
-    finally:
-        result.unpersist()
+    except BaseException:
+        # the first failure is the one to report: after an out-of-memory error the JVM may be gone
+        with contextlib.suppress(Exception):
+            result.unpersist()
+        raise
+    result.unpersist()
     return summ
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -15,6 +17,34 @@ from simhash_spark.config import Config
 
 log = logging.getLogger(__name__)
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+DRIVER_MEMORY = "spark.driver.memory"
+# where the job's choice of the driver heap is recorded for summary.json (absent: the launcher chose it)
+DRIVER_MEMORY_CHOSEN = "spark.simhash_spark.driverMemoryChosen"
+SPARK_DEFAULT_DRIVER_MEMORY = "1g"
+MiB = 1 << 20
+# Compressed object pointers end just below 32 GiB: a larger heap holds fewer objects up to ~48 GiB.
+MAX_AUTO_DRIVER_MIB = 31 * 1024
+
+
+@dataclass
+class DriverJvm:
+    """The driver JVM this process started (local runs): its heap and, while it writes a class archive,
+    the plan and its process id. Kept here because the JVM may be gone when the run reports its end."""
+
+    memory: str
+    memory_from: str
+    archive: class_archive.Plan | None = None
+    pid: int | None = None
+
+
+_started: DriverJvm | None = None
+
+
+def started_driver() -> DriverJvm | None:
+    """The driver JVM this process started itself, if it did."""
+    return _started
+
+
 # HotSpot's quick compiler (C1) only: no second, optimizing compilation competing with the run for the cores
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
@@ -88,6 +118,66 @@ def _starts_driver_jvm(settings: dict[str, str]) -> bool:
     return not wanted_elsewhere and not _jvm_running()
 
 
+def _cgroup_limit_bytes() -> int | None:
+    """The memory limit of this process's container (cgroup v2, then v1), None when unlimited."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text("ascii").strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # v1 says "unlimited" with a huge number
+            return int(text)
+    return None
+
+
+def machine_memory_bytes() -> int | None:
+    """The memory this process may use: the machine's, or its container's limit when lower."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = None
+    limits = [m for m in (physical, _cgroup_limit_bytes()) if m]
+    return min(limits) if limits else None
+
+
+def auto_driver_memory(available: int | None) -> tuple[str, str]:
+    """A local run's driver heap and why: a quarter of ``available`` (the driver JVM runs the tasks; the
+    Python workers, the page cache and the OS need the rest), never below Spark's default 1g."""
+    if not available:
+        return SPARK_DEFAULT_DRIVER_MEMORY, "Spark's default: the machine's memory is unknown"
+    mib = max(1024, min(available // 4 // MiB, MAX_AUTO_DRIVER_MIB))
+    return f"{mib}m", f"a quarter of the {available / (1 << 30):.1f} GiB this run may use"
+
+
+def _driver_memory_set_elsewhere(settings: dict[str, str]) -> bool:
+    """Whether the user set the driver heap: ``--spark-conf``, PYSPARK_SUBMIT_ARGS, SPARK_DRIVER_MEMORY or
+    the launcher's properties file."""
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return (
+        DRIVER_MEMORY in settings
+        or "--driver-memory" in submit_args
+        or DRIVER_MEMORY in submit_args
+        or bool(os.environ.get("SPARK_DRIVER_MEMORY"))
+        or _defaults_file_sets(DRIVER_MEMORY)
+    )
+
+
+def _local_driver_memory(cfg: Config, settings: dict[str, str]) -> None:
+    """Sizes the heap of the driver JVM a local run starts, unless the user did (``spark.local_driver_memory``;
+    Spark's own default of 1g fails a million-document run)."""
+    global _started
+    if _driver_memory_set_elsewhere(settings):
+        _started = DriverJvm(settings.get(DRIVER_MEMORY, ""), "set by the user")
+        return
+    if cfg.spark.local_driver_memory == "auto":
+        memory, source = auto_driver_memory(machine_memory_bytes())
+    else:
+        memory, source = cfg.spark.local_driver_memory, "spark.local_driver_memory"
+    settings[DRIVER_MEMORY] = memory
+    settings[DRIVER_MEMORY_CHOSEN] = source
+    _started = DriverJvm(memory, source)
+
+
 def _driver_java_options(cfg: Config, archive: class_archive.Plan | None) -> str:
     """The Java options of a local run's driver JVM (which runs the tasks too): the class archive's and,
     unless ``spark.driver_jit = "full"``, the quick compiler only (docs/deploy.md says when each pays)."""
@@ -131,6 +221,8 @@ def _archive_started(spark: SparkSession, plan: class_archive.Plan) -> None:
         pid = int(jvm.java.lang.ProcessHandle.current().pid())
         classpath = str(jvm.java.lang.System.getProperty("java.class.path"))
         class_archive.record_writer(plan, pid, classpath)
+        if _started is not None:
+            _started.archive, _started.pid = plan, pid
     except Exception as e:  # without the record the archive is never used: only the speed-up is lost
         log.info("JVM class archive not recorded: %s", e)
 
@@ -155,8 +247,10 @@ def build_session(
     settings = {k: v for k, v in _defaults(cfg, local=not submitted and not remote).items() if k not in taken}
     settings.update(conf or {})
     archive = None
+    if not submitted and not remote and not _jvm_running():
+        _local_driver_memory(cfg, settings)
     if not submitted and not remote and _starts_driver_jvm(settings):
-        archive = _class_archive(cfg, settings.get("spark.driver.memory", ""))
+        archive = _class_archive(cfg, settings.get(DRIVER_MEMORY, ""))
         options = _driver_java_options(cfg, archive)
         if options:
             settings[JAVA_OPTIONS] = options
@@ -169,3 +263,34 @@ def build_session(
     if batch in settings:  # an existing session (tests, notebooks) keeps its own otherwise
         spark.conf.set(batch, settings[batch])
     return spark
+
+
+def abandon_class_archive_at_exit() -> None:
+    """After a failed run: when this process exits, the driver JVM it started is ended before it writes its
+    class archive (a failed run leaves nothing in the cache). At exit, not now: a caller that runs the
+    command line in its own process (a test, a Python task) may go on using the session."""
+    global _abandon_registered
+    if not _abandon_registered:
+        atexit.register(abandon_class_archive)
+        _abandon_registered = True
+
+
+_abandon_registered = False
+
+
+def abandon_class_archive() -> None:
+    """The driver JVM this process started stops without writing its class archive. Nothing to do for a
+    JVM that writes none."""
+    started = _started
+    if started is None or started.archive is None or started.pid is None:
+        return
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        try:
+            sc.stop()
+        except Exception as e:  # the JVM may be gone already (it ran out of memory)
+            log.debug("stopping Spark after a failed run: %s", e)
+    class_archive.abandon(started.archive, started.pid)
+    started.archive = started.pid = None

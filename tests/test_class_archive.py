@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +41,14 @@ def _write_archive(plan: ca.Plan, classpath: str) -> subprocess.Popen:
     )
     proc.wait(60)
     return proc
+
+
+def _until_named(pid: int, marker: str) -> None:
+    """Until process ``pid`` has exec'd: a forked child shows its parent's command line."""
+    deadline = time.time() + 10
+    while marker not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+        assert time.time() < deadline
+        time.sleep(0.01)
 
 
 def test_first_run_writes_then_later_runs_use_the_checked_archive(tmp_path, jars):
@@ -105,16 +114,63 @@ def test_a_run_writing_the_archive_keeps_others_from_writing_it(tmp_path, jars):
     assert nxt.state == "writing" and not list(cache.glob("*.json"))
 
 
-def test_abandoned_temporary_archives_are_removed(tmp_path, jars):
+def test_unrecorded_temporary_archives_go_once_no_process_names_them(tmp_path, jars):
+    """A run that failed before recording its writer leaves a temporary: it goes at the next run, unless a
+    live process names it (a JVM still writing it)."""
     cache = tmp_path / "cache"
     plan = ca.plan(cache, jars, "")
     assert plan.path is not None
     stray = cache / f"{plan.path.name.split('.')[0]}.999.tmp"
     stray.write_bytes(b"half an archive")
-    ca.plan(cache, jars, "", now=time.time() + 10)
-    assert stray.exists()  # maybe a writer about to record itself
-    ca.plan(cache, jars, "", now=time.time() + ca.ABANDONED_S + 10)
-    assert not stray.exists()
+    writer = subprocess.Popen(["sh", "-c", "sleep 30", str(stray)])
+    try:
+        _until_named(writer.pid, str(stray))
+        assert ca.plan(cache, jars, "").state == "busy" and stray.exists()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert ca.plan(cache, jars, "").state == "writing" and not stray.exists()
+
+
+def test_dead_writers_temporaries_of_other_keys_are_settled_at_once(tmp_path, jars):
+    """Another heap size or environment gives another key: its temporaries do not wait for a run of
+    their own key. A complete one is checked and kept, a broken one removed."""
+    cache = tmp_path / "cache"
+    other = ca.plan(cache, jars, "64g")
+    writer = _write_archive(other, str(tmp_path))
+    ca.record_writer(other, writer.pid, str(tmp_path))
+    broken = cache / "0123456789abcdef.4242.tmp"
+    broken.write_bytes(b"not an archive")
+    ca.record_writer(ca.Plan("writing", "", broken), writer.pid, str(tmp_path))
+    assert other.path is not None
+    mine = ca.plan(cache, jars, "")
+    assert mine.state == "writing"
+    assert sorted(p.name for p in cache.iterdir()) == [f"{other.path.name.split('.')[0]}.jsa"]
+
+
+def test_a_failed_run_leaves_no_archive(tmp_path, jars):
+    """abandon ends the writing JVM before it exits on its own, so it writes nothing, and clears its
+    record. (The same JVM ended normally writes the archive: the first test.)"""
+    source = tmp_path / "Wait.java"
+    source.write_text(
+        "public class Wait { public static void main(String[] a) throws Exception { Thread.sleep(60000); } }"
+    )
+    cache = tmp_path / "cache"
+    plan = ca.plan(cache, jars, "")
+    assert plan.state == "writing" and plan.path is not None
+    jvm = subprocess.Popen(
+        [str(_java()), *plan.options.split(), str(source)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _until_named(jvm.pid, str(plan.path))
+        ca.record_writer(plan, jvm.pid, str(tmp_path))
+        ca.abandon(plan, jvm.pid)
+        assert jvm.wait(30) == -signal.SIGKILL  # ended before it could write
+    finally:
+        jvm.kill()
+    assert list(cache.iterdir()) == []
 
 
 def test_the_key_follows_what_the_archive_depends_on(tmp_path, jars):
@@ -136,7 +192,14 @@ def test_only_the_most_recently_used_archives_are_kept(tmp_path, jars):
         old.write_bytes(b"x")
         os.utime(old, (1000 + i, 1000 + i))
     ca.plan(cache, jars, "")  # writing a new one makes room
-    assert sorted(p.name for p in cache.glob("*.jsa")) == [f"{i:016x}.jsa" for i in (2, 3, 4)]
+    assert sorted(p.name for p in cache.glob("*.jsa")) == [f"{i:016x}.jsa" for i in (3, 4)]
+    # a run that uses an archive prunes too, its own being the most recently used
+    java = _java()
+    mine = cache / f"{ca.archive_key(java, ca.java_release(java), jars, '')}.jsa"
+    mine.write_bytes(b"x")
+    os.utime(mine, (900, 900))
+    assert ca.plan(cache, jars, "").state == "using"
+    assert sorted(p.name for p in cache.glob("*.jsa")) == sorted([mine.name, f"{4:016x}.jsa"])
 
 
 @pytest.mark.parametrize(
@@ -207,7 +270,8 @@ def test_records_are_written_whole(tmp_path, jars):
     ca.record_writer(plan, 123, "/a:/b")
     assert plan.path is not None
     record = plan.path.with_name(plan.path.name + ".json")
-    assert json.loads(record.read_text()) == {"jvm_pid": 123, "classpath": "/a:/b"}
+    java = ca.java_executable()
+    assert json.loads(record.read_text()) == {"jvm_pid": 123, "classpath": "/a:/b", "java": str(java)}
     assert not list((tmp_path / "cache").glob("*.partial"))
 
 
@@ -243,6 +307,11 @@ def test_local_runs_write_then_map_the_archive_with_the_same_outputs(tmp_path):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=True)
         logs.append(done.stderr)
         outputs.append(pd.read_parquet(out / "documents").sort_values("id").reset_index(drop=True))
+        spark_summary = json.loads((out / "summary.json").read_text())["spark"]
+        from simhash_spark.session import auto_driver_memory, machine_memory_bytes
+
+        assert spark_summary["driver_memory"] == auto_driver_memory(machine_memory_bytes())[0]
+        assert "quarter" in spark_summary["driver_memory_from"]
         if i == 0:  # the archive is written when that JVM exits, after the run's result is out
             assert len(list((tmp_path / "cache" / "simhash_spark").glob("*.tmp.json"))) == 1
             assert ca.wait_for_writers(tmp_path / "cache" / "simhash_spark", 300)
