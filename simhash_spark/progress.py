@@ -35,7 +35,9 @@ class SparkCounts:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class StageProgress:
+    """Where a stage stands at one moment: its Spark counts so far and the time it has run."""
+
     stage: str
     counts: SparkCounts
     elapsed: float
@@ -58,7 +60,7 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def format_line(snap: Snapshot) -> str:
+def format_line(snap: StageProgress) -> str:
     """``fingerprint: tasks 12/40, rows 12,000, 1,200 rows/s, elapsed 0:10, left ~0:23``."""
     c = snap.counts
     parts = [f"tasks {c.tasks_done}/{c.tasks_total}" if c.tasks_total else "no Spark tasks yet"]
@@ -209,7 +211,7 @@ class Progress:
         if stage is None:
             return
         now = self.clock()
-        snap = Snapshot(stage, self.probe.counts(stage), now - started)
+        snap = StageProgress(stage, self.probe.counts(stage), now - started)
         if self.tty:
             with self._lock:
                 if self._stage == stage:

@@ -10,7 +10,7 @@ from simhash_spark.config import load_config
 from simhash_spark.context import RunContext
 from simhash_spark.demo.corpus import write_corpus
 from simhash_spark.pipeline import dedup
-from simhash_spark.progress import Progress, Snapshot, SparkCounts, SparkProbe, format_line
+from simhash_spark.progress import Progress, SparkCounts, SparkProbe, StageProgress, format_line
 
 
 class FakeProbe:
@@ -39,14 +39,15 @@ class FakeClock:
 
 
 def test_the_line_says_tasks_rows_rate_elapsed_and_time_left():
-    snap = Snapshot("fingerprint", SparkCounts(tasks_done=10, tasks_total=40, rows=12_000), elapsed=10.0)
+    snap = StageProgress("fingerprint", SparkCounts(tasks_done=10, tasks_total=40, rows=12_000), elapsed=10.0)
     assert (
         format_line(snap) == "fingerprint: tasks 10/40, rows 12,000, 1,200 rows/s, elapsed 0:10, left ~0:30"
     )
-    done = Snapshot("write", SparkCounts(8, 8, 0), elapsed=3725.0)
+    done = StageProgress("write", SparkCounts(8, 8, 0), elapsed=3725.0)
     assert format_line(done) == "write: tasks 8/8, elapsed 1:02:05"
     assert (
-        format_line(Snapshot("validate", SparkCounts(), 0.4)) == "validate: no Spark tasks yet, elapsed 0:00"
+        format_line(StageProgress("validate", SparkCounts(), 0.4))
+        == "validate: no Spark tasks yet, elapsed 0:00"
     )
 
 
