@@ -401,7 +401,7 @@ def _check_cross_fields(cfg: Config) -> None:
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
     if cfg.verify.prefix_filter:
-        from simhash_spark.core.prefix_filter import prefix_filter_problem
+        from simhash_spark.core.fingerprint import prefix_filter_problem
 
         problem = prefix_filter_problem(cfg.model, cfg.verify)
         if problem is not None:

@@ -28,9 +28,8 @@ from simhash_spark.core.assemble_local import (
     matched_totals,
 )
 from simhash_spark.core.assemble_local import batch_components as local_batch_components
-from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED, STATUSES
+from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED, STATUSES, prefix_threshold
 from simhash_spark.core.index_model import ENTRY_COLUMNS
-from simhash_spark.core.prefix_filter import prefix_threshold
 from simhash_spark.core.spark_hash import KINDS, xxhash64
 from simhash_spark.errors import SimhashSparkError, essence
 from simhash_spark.index.session import HeldBatch, IndexSession, LocalMatches, Lookup, run_record

@@ -9,14 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_spark import columns as C
-from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions
+from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions, prefix_threshold
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.prefix_filter import (
     from_bytes,
     may_pass,
     ngram_prefix,
     prefix_length,
-    prefix_threshold,
     stored_prefixes_meet,
     to_bytes,
 )

@@ -22,6 +22,7 @@ from simhash_spark.core.shingles import (
 )
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
+from simhash_spark.core.verify import VerifyOptions
 
 # Row statuses. Only FINGERPRINTED statuses carry a fingerprint and enter the candidate join.
 OK = "ok"
@@ -76,7 +77,7 @@ class Fingerprinter:
     memo maps the normalized text's 128-bit hash to its fingerprint, so boilerplate repeated across a
     corpus costs one jieba pass per worker instead of one per copy. Results are the same either way.
 
-    ``prefix_threshold`` (``prefix_filter.prefix_threshold``: the features are the check's n-grams): each
+    ``prefix_threshold`` (the function of that name below: the features are the check's n-grams): each
     row also gets the prefix of its feature hashes the text check filters with.
     """
 
@@ -232,3 +233,25 @@ class _BatchState:
         self.fresh: list[tuple[int, bytes]] = []  # rows computed in this batch, to memoize afterwards
         self.pending: dict[bytes, int] = {}  # memo key -> row computed in this batch
         self.copies: list[tuple[int, int, bool]] = []  # (row, row it copies, truncated)
+
+
+def prefix_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | None:
+    """Why the fingerprint's features are not the check's n-grams (another measure, feature mode, hash or
+    n), or ``None`` when they are. The check must normalize as ``model`` does (one ``normalize`` section
+    serves both)."""
+    feats = model.features
+    if verify.measure != "char_jaccard":
+        return f'needs verify.measure = "char_jaccard", not {verify.measure!r}'
+    if feats.mode != "char_ngram" or model.fingerprint.hash != "mix64":
+        return 'needs the fingerprint features of features.mode = "char_ngram" and fingerprint.hash = "mix64"'
+    if feats.ngram_size != verify.ngram_size:
+        return f"needs features.ngram_size = verify.ngram_size ({feats.ngram_size} != {verify.ngram_size})"
+    return None
+
+
+def prefix_threshold(model: ModelOptions, verify: VerifyOptions) -> float | None:
+    """The Jaccard threshold whose prefixes the fingerprint pass emits for the check, or ``None`` when
+    ``verify.prefix_filter`` is off or the features are not the check's n-grams."""
+    if not verify.prefix_filter or prefix_filter_problem(model, verify) is not None:
+        return None
+    return verify.min_similarity

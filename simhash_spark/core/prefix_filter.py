@@ -9,7 +9,7 @@ elements can only keep a pair for the check, never reject one.
 
 With the default features (character n-grams hashed with mix64, on the n the check uses) a document's
 fingerprint features *are* the check's n-gram hashes, so the fingerprint pass emits the prefix at almost
-no cost (``prefix_threshold`` says when), and the check normalizes and compares the texts of a pair only
+no cost (``core.fingerprint.prefix_threshold`` says when), and the check normalizes and compares the texts of a pair only
 when its prefixes meet.
 """
 
@@ -17,35 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from simhash_spark.core.fingerprint import ModelOptions
-    from simhash_spark.core.verify import VerifyOptions
-
-
-def prefix_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | None:
-    """Why the fingerprint's features are not the check's n-grams (another measure, feature mode, hash or
-    n), or ``None`` when they are. The check must normalize as ``model`` does (one ``normalize`` section
-    serves both)."""
-    feats = model.features
-    if verify.measure != "char_jaccard":
-        return f'needs verify.measure = "char_jaccard", not {verify.measure!r}'
-    if feats.mode != "char_ngram" or model.fingerprint.hash != "mix64":
-        return 'needs the fingerprint features of features.mode = "char_ngram" and fingerprint.hash = "mix64"'
-    if feats.ngram_size != verify.ngram_size:
-        return f"needs features.ngram_size = verify.ngram_size ({feats.ngram_size} != {verify.ngram_size})"
-    return None
-
-
-def prefix_threshold(model: ModelOptions, verify: VerifyOptions) -> float | None:
-    """The Jaccard threshold whose prefixes the fingerprint pass emits for the check, or ``None`` when
-    ``verify.prefix_filter`` is off or the features are not the check's n-grams."""
-    if not verify.prefix_filter or prefix_filter_problem(model, verify) is not None:
-        return None
-    return verify.min_similarity
 
 
 def prefix_length(n_distinct: int, min_similarity: float) -> int:

@@ -140,7 +140,7 @@ def add_fingerprints(
     In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
     Out: ``id``, ``fingerprint`` (LONG, null unless the status is fingerprinted), ``fingerprint_hex``,
     ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``prefix_threshold``
-    (``core.prefix_filter.prefix_threshold``) ``check_prefix`` (binary, ``core.prefix_filter.to_bytes``;
+    (``core.fingerprint.prefix_threshold``) ``check_prefix`` (binary, ``core.prefix_filter.to_bytes``;
     null for a short text or a row without features). One row per input row.
     Invalid UTF-8 (which Arrow cannot hand to Python) is repaired on the JVM side first and the row's
     status says so.
