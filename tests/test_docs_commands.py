@@ -1,0 +1,77 @@
+"""Every command line README.md and docs/ show for the job parses with the job's own command-line parser:
+``python -m simhash_spark ...``, ``simhash-spark ...`` and spark-submit's ``jobs/*.py ...`` (with the
+subcommand the script adds). Optional parts shown in brackets are left out."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from simhash_spark.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL = ("", "bash", "sh", "shell", "console")
+# what starts the job's command line: the module, the console script, or an entry script under spark-submit
+PROGRAM = re.compile(
+    r"(?:^|\s)(?:\S*/)?(?:python3?|\.venv/bin/python) -m simhash_spark\s"
+    r"|(?:^|\s)(?:\S*/)?simhash[-_]spark\s"
+    r"|(?:^|\s)\S*jobs/(?P<job>\w+)\.py\s"
+)
+
+
+def shell_blocks(text: str) -> Iterator[str]:
+    inside, language, lines = False, "", []
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            if inside and language in SHELL:
+                yield "\n".join(lines)
+            inside, language, lines = not inside, line.strip()[3:].strip(), []
+        elif inside:
+            lines.append(line)
+
+
+def job_prefix(job: str) -> list[str]:
+    """The arguments ``jobs/<job>.py`` puts before its own (``main(["index", "compact", *sys.argv[1:]])``)."""
+    source = (ROOT / "jobs" / f"{job}.py").read_text(encoding="utf-8")
+    found = re.search(r"main\(\[(.*?),\s*\*sys\.argv\[1:\]\]\)", source)
+    assert found, f"jobs/{job}.py does not call main([..., *sys.argv[1:]])"
+    return re.findall(r'"([^"]*)"', found.group(1))
+
+
+def documented_commands() -> Iterator[tuple[str, str, list[str]]]:
+    """(file, the command as shown, the arguments the parser gets)."""
+    for doc in DOCS:
+        for block in shell_blocks(doc.read_text(encoding="utf-8")):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = re.sub(r"\s+#\s.*$", "", line.strip())
+                program = PROGRAM.search(line)
+                if line.startswith("#") or program is None:
+                    continue
+                rest = line[program.end() :]
+                while re.search(r"\[[^\[\]]*\]", rest):
+                    rest = re.sub(r"\[[^\[\]]*\]", "", rest)
+                prefix = job_prefix(program.group("job")) if program.group("job") else []
+                yield doc.name, line, prefix + shlex.split(rest)
+
+
+COMMANDS = list(documented_commands())
+
+
+def test_the_docs_show_the_commands_a_user_needs():
+    shown = {tuple(argv[:2]) for _, _, argv in COMMANDS}
+    for needed in [("dedup", "--input"), ("check", "--index"), ("index", "verify"), ("index", "compact")]:
+        assert needed in shown, needed
+    assert len(COMMANDS) >= 15
+
+
+@pytest.mark.parametrize(("doc", "line", "argv"), COMMANDS, ids=[f"{d}:{a[0]}" for d, _, a in COMMANDS])
+def test_every_documented_command_parses(doc, line, argv, capsys):
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit as e:
+        pytest.fail(f"{doc}: `{line}` does not parse: {capsys.readouterr().err.strip()} (exit {e.code})")
