@@ -13,6 +13,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from bench.common import bench_session, generated_corpus
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -21,17 +23,11 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=8000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from simhash_spark.config import load_config
-    from simhash_spark.demo.corpus import write_corpus
     from simhash_spark.pipeline import dedup
-    from simhash_spark.session import build_session
 
-    cfg = load_config(overrides=["output.write_report=false"])
-    spark = build_session(cfg, master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark, cfg = bench_session(["output.write_report=false"])
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.parquet"
-        rows = write_corpus(corpus, args.docs, seed=11).num_rows
+        corpus, rows = generated_corpus(Path(tmp), args.docs)
         seconds: dict[str, list[float]] = {"distributed": [], "local": []}
         for _ in range(args.repeat):
             for name, limit in (("distributed", 0), ("local", cfg.cluster.local_max_edges)):

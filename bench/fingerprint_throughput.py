@@ -2,8 +2,8 @@
 single-process loop, and the Spark stage (``add_fingerprints``, Arrow pandas UDF) in local[N] in the job's
 own session, per core.
 
-    .venv/bin/python bench/fingerprint_throughput.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 20000]
-    .venv/bin/python bench/fingerprint_throughput.py --set tokenizer.backend=jieba --set features.mode=keywords
+    .venv/bin/python -m bench.fingerprint_throughput [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 20000]
+    .venv/bin/python -m bench.fingerprint_throughput --set tokenizer.backend=jieba --set features.mode=keywords
 
 Prints one JSON object (documents and characters per second). Both measurements run one after the other
 in one process, so their ratio is comparable even on a shared machine whose absolute speed drifts;
@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
+from bench.common import bench_session
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
 
@@ -45,13 +47,9 @@ def spark_udf(texts: list[str], cores: int, overrides: list[str], repeat: int) -
     JVM's CPU seconds in that run (None off Linux): the JVM's share of the cores is what the Python
     workers do not get."""
     from simhash_spark import columns as C
-    from simhash_spark.config import load_config
-    from simhash_spark.session import build_session
     from simhash_spark.transforms.fingerprint import add_fingerprints
 
-    cfg = load_config(overrides=overrides)
-    spark = build_session(cfg, master=f"local[{cores}]", conf={"spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark, cfg = bench_session(overrides, master=f"local[{cores}]")
     jvm = spark.sparkContext._jvm
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid() if jvm is not None else -1
     rows = list(enumerate(texts))

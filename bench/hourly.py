@@ -8,7 +8,7 @@ and stage times, peers interleaved in one run, each a separate process from the 
   the Spark steps;
 - ``bare``: a bare SparkSession that reads the batch, counts it and writes it as Parquet (Spark's floor).
 
-    .venv/bin/python bench/hourly.py [--days 3] [--per-day 2000] [--batch 20] [--repeat 3]
+    .venv/bin/python -m bench.hourly [--days 3] [--per-day 2000] [--batch 20] [--repeat 3]
         [--workdir bench-output/hourly]
 
 Each measured run gets a fresh copy of the history's index and the same run date, so every round does the

@@ -1,6 +1,6 @@
 """Latency of the online check (``simhash_spark check``) against a large index.
 
-    .venv/bin/python bench/index_check.py [--entries 1000000] [--workdir bench-output/index_check] [--set k=v ...]
+    .venv/bin/python -m bench.index_check [--entries 1000000] [--workdir bench-output/index_check] [--set k=v ...]
 
 Builds an index (once per workdir and configuration) of ``--entries`` synthetic entries (random 64-bit
 fingerprints: the collision load of a real index of that size) plus the base articles of a generated

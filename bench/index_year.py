@@ -1,6 +1,6 @@
 """An incremental run after a year of daily history: what it reads of the index, and how long it takes.
 
-    .venv/bin/python bench/index_year.py [--per-day 3000] [--batch 2000] [--set k=v ...]
+    .venv/bin/python -m bench.index_year [--per-day 3000] [--batch 2000] [--set k=v ...]
 
 Builds (once per workdir and configuration) the index a year of the daily DAG leaves behind: 358 days
 merged by compaction into one snapshot plus the last 7 days as daily snapshots, ``--per-day`` entries a

@@ -20,7 +20,7 @@ The job's other peers run as users' local runs do from their second run on: with
 archive in the user's cache (``simhash_spark/class_archive.py``). Before the rounds the bench runs the job
 twice on the 20 documents (the first writes the archive when its JVM exits, the second checks it).
 
-    .venv/bin/python bench/peers.py [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
+    .venv/bin/python -m bench.peers [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
         [--peers job,datasketch,mllib,job_20]
 
 Needs the ``bench`` extra (datasketch). Prints one JSON object: seconds per peer (median over

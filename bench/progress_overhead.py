@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import bench_session, generated_corpus
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -26,19 +28,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from simhash_spark.config import load_config
     from simhash_spark.context import RunContext
-    from simhash_spark.demo.corpus import write_corpus
     from simhash_spark.pipeline import dedup
     from simhash_spark.progress import Progress, SparkProbe
-    from simhash_spark.session import build_session
 
-    cfg = load_config(overrides=["output.write_report=false"])
-    spark = build_session(cfg, master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark, cfg = bench_session(["output.write_report=false"])
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = Path(tmp) / "corpus.parquet"
-        rows = write_corpus(corpus, args.docs, seed=11).num_rows
+        corpus, rows = generated_corpus(Path(tmp), args.docs)
 
         def once(progress: bool) -> float:
             ctx = (

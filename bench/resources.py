@@ -1,6 +1,6 @@
 """Resource run: 1M short documents, 300k of them near-identical boilerplate, on local[2] with a 2 GB driver.
 
-    .venv/bin/python bench/resources.py [--docs 1000000] [--boilerplate 300000] [--workdir /tmp/simhash-resources]
+    .venv/bin/python -m bench.resources [--docs 1000000] [--boilerplate 300000] [--workdir /tmp/simhash-resources]
 
 Generates the corpus (deterministic), runs the job as a user would (``python -m simhash_spark dedup``
 in a subprocess with ``--master local[2] --spark-conf spark.driver.memory=2g``), and prints the exit code,

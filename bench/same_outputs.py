@@ -23,8 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.common import DEFAULT_CORPORA
+
 OUTPUTS = ("documents", "pairs", "clusters", "deduplicated")
-DEFAULT_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 RUNS: dict[str, list[str]] = {
     "demo default": [],
     "demo title and": ["--set", 'input.title_column="title"'],

@@ -1,6 +1,6 @@
 """Scale of the candidate join and clustering on synthetic fingerprints (no text, no jieba).
 
-    .venv/bin/python bench/scale.py [--sizes 1000000,2000000,4000000] [--schemes 4x16,auto] [--k 3] [--hot 200000]
+    .venv/bin/python -m bench.scale [--sizes 1000000,2000000,4000000] [--schemes 4x16,auto] [--k 3] [--hot 200000]
 
 Input per size N: N uniformly random 64-bit fingerprints, of which 5 % are replaced by planted near
 duplicates (1-3 bits from another fingerprint), plus one hot cluster of ``--hot`` documents whose
@@ -20,6 +20,8 @@ import re
 import time
 
 import numpy as np
+
+from bench.common import bench_session
 
 
 def fingerprints(n: int, hot: int, seed: int = 11) -> np.ndarray:
@@ -75,14 +77,8 @@ def main() -> None:
     from simhash_spark.config import load_config
     from simhash_spark.context import RunContext
     from simhash_spark.linking import LinkParams, link
-    from simhash_spark.session import build_session
 
-    spark = build_session(
-        load_config(),
-        master="local[2]",
-        conf={"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"},
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark, _ = bench_session(conf={"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "16"})
     results = []
     for n in (int(x) for x in args.sizes.split(",")):
         path = f"{args.workdir}/fps-{n}-{args.hot}.parquet"

@@ -1,6 +1,6 @@
 """Parity of the fast tokenizer with jieba over every shared corpus.
 
-    .venv/bin/python bench/tokenizer_parity.py [--corpora ../shared/corpora] [--limit N] [--workers 2]
+    .venv/bin/python -m bench.tokenizer_parity [--corpora ../shared/corpora] [--limit N] [--workers 2]
 
 For every Parquet file and every text column, each document is compared three ways: tokens of the raw
 text, tokens of the normalized text (what the job segments), and the default-config fingerprint
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-DEFAULT_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+from bench.common import DEFAULT_CORPORA
+
 TEXT_COLUMNS = ("text", "title", "text1", "text2")
 
 

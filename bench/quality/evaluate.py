@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import DEFAULT_CORPORA
 from bench.quality.benchmark import EDITS, Doc, build
 from bench.quality.minhash import minhash_pairs
 from bench.quality.truth import pair_jaccard, shingle_sets
@@ -23,7 +24,6 @@ from simhash_spark.core.features import FeatureOptions
 from simhash_spark.core.fingerprint import Fingerprinter, FingerprintOptions, ModelOptions
 from simhash_spark.core.simhash import popcount
 
-DEFAULT_CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 THRESHOLD = 0.8
 MAX_K = 16
 LENGTH_BUCKETS = ((0, 100), (100, 300), (300, 1000), (1000, 3000), (3000, 10**9))
