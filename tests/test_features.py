@@ -34,7 +34,8 @@ def test_custom_idf_stop_words_and_user_dict_match_jieba(tmp_path):
     ref = TFIDF(str(idf))
     ref.set_stop_words(str(stop))
     ref.tokenizer = jieba.Tokenizer()
-    ref.tokenizer.load_userdict(str(userdict))
+    with userdict.open("rb") as fh:  # jieba leaves a file it opens itself open
+        ref.tokenizer.load_userdict(fh)
     seen_user_word = False
     for text in DOCS:
         got = ex.extract(text)

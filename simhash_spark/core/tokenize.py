@@ -42,7 +42,8 @@ class JiebaTokenizer:
         self._tok = jieba.Tokenizer()
         self._tok.initialize()
         if user_dict_path:
-            self._tok.load_userdict(user_dict_path)
+            with open(user_dict_path, "rb") as fh:  # jieba leaves a file it opens itself open
+                self._tok.load_userdict(fh)
         self._pos = jieba.posseg.POSTokenizer(self._tok)
 
     def cut(self, text: str) -> list[str]:
