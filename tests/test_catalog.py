@@ -113,8 +113,10 @@ print(json.dumps(counts))
 
 def test_partitioned_tables_in_the_hive_metastore_over_three_dates_and_a_rerun(tmp_path):
     warehouse = tmp_path / "warehouse"
-    for i, (n, seed) in enumerate([(40, 1), (50, 2), (30, 3), (20, 4)], start=1):
-        write_corpus(tmp_path / f"c{i}.parquet", n_docs=n, seed=seed)
+    rows = [
+        write_corpus(tmp_path / f"c{i}.parquet", n_docs=n, seed=seed).num_rows
+        for i, (n, seed) in enumerate([(40, 1), (50, 2), (30, 3), (20, 4)], start=1)
+    ]
     hive_python("spark.sql('CREATE DATABASE daily')", tmp_path, warehouse)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
@@ -127,8 +129,8 @@ def test_partitioned_tables_in_the_hive_metastore_over_three_dates_and_a_rerun(t
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
-    # one documents row per input row: the rerun of 11-02 (20 documents) is told apart from its first run (50)
-    assert counts["documents"]["folders"] == [40, 50, 30, 20]
+    # one documents row per input row, so the rerun of 11-02 (corpus c4) is told apart from its first run (c2)
+    assert counts["documents"]["folders"] == rows and rows[1] != rows[3]
     for name, by_date in counts.items():
         folders = by_date.pop("folders")
         # 11-01 and 11-03 as their runs wrote them; 11-02 as the rerun (out3) wrote it, not the first run
