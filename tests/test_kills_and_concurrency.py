@@ -37,25 +37,25 @@ def world(tmp_path_factory):
 
 
 def process(args: list[str], env_extra: dict[str, str]) -> subprocess.Popen:
-    """The job in its own process group; its output goes to files (a full pipe would block it)."""
+    """The job in its own process group; its output goes to a file (a full pipe would block it), which
+    the child holds open and this process closes at once."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **env_extra}
-    err = tempfile.TemporaryFile("w+")
-    p = subprocess.Popen(
-        [sys.executable, "-m", "simhash_spark", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        text=True,
-        start_new_session=True,
-    )
-    p.err_file = err  # type: ignore[attr-defined]
+    with tempfile.NamedTemporaryFile("w", suffix=".stderr", delete=False) as err:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "simhash_spark", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+    p.err_path = err.name  # type: ignore[attr-defined]
     return p
 
 
 def stderr_of(p: subprocess.Popen) -> str:
     p.wait(timeout=300)
-    p.err_file.seek(0)  # type: ignore[attr-defined]
-    return p.err_file.read()  # type: ignore[attr-defined]
+    return Path(p.err_path).read_text("utf-8", errors="replace")  # type: ignore[attr-defined]
 
 
 def day4_args(world, index: Path, out: Path) -> list[str]:

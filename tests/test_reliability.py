@@ -95,7 +95,7 @@ def test_driver_killed_during_the_join_leaves_previous_output_intact(spark, corp
         assert time.time() < deadline, "the run never reached the join"
         time.sleep(0.2)
     os.killpg(p.pid, signal.SIGKILL)  # the driver and its JVM and workers, no cleanup
-    p.wait()
+    p.communicate(timeout=60)  # reaps it and closes its pipes
     assert (out / "summary.json").read_text("utf-8") == summary_before
     assert (out / "_SUCCESS").exists()
     assert_same_outputs(spark, out, baseline)
