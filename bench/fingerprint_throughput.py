@@ -3,6 +3,7 @@ single-process loop, and the Spark stage (``add_fingerprints``, Arrow pandas UDF
 own session, per core.
 
     .venv/bin/python -m bench.fingerprint_throughput [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 20000]
+        [--copies 3] [--repeat 3]
     .venv/bin/python -m bench.fingerprint_throughput --set tokenizer.backend=jieba --set features.mode=keywords
 
 Prints one JSON object (documents and characters per second). Both measurements run one after the other
@@ -24,6 +25,13 @@ import pyarrow.parquet as pq
 from bench.common import bench_session
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
+
+
+def copies(texts: list[str], n: int) -> list[str]:
+    """Each text ``n`` times, copy j ending in "（第j份）": a corpus ``n`` times as large whose documents are
+    all distinct, so no memo of exact duplicates answers a copy, and the Spark stage runs long enough that
+    its fixed cost per job does not decide the rate."""
+    return [t if j == 0 else f"{t}（第{j}份）" for t in texts for j in range(n)]
 
 
 def core_single_process(texts: list[str], overrides: list[str]) -> float:
@@ -90,12 +98,17 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--repeat", type=int, default=1, help="time each side this many times, keep the fastest")
+    ap.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        help="each document this many times, each copy marked apart (see copies)",
+    )
     args = ap.parse_args()
     if not Path(args.corpus).exists():
         sys.exit(f"corpus not found: {args.corpus}")
-    texts = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t][
-        : args.limit
-    ]
+    stories = [t for t in pq.read_table(args.corpus, columns=["text"]).column("text").to_pylist() if t]
+    texts = copies(stories[: args.limit], args.copies)
     n, chars = len(texts), sum(map(len, texts))
     core_s = min(core_single_process(texts, args.overrides) for _ in range(args.repeat))
     spark_s, jvm_cpu_s = spark_udf(texts, args.cores, args.overrides, args.repeat)
@@ -103,6 +116,7 @@ def main() -> None:
     result = {
         "corpus": Path(args.corpus).name,
         "docs": n,
+        "copies": args.copies,
         "mean_chars": round(chars / n),
         "overrides": args.overrides,
         "core_loop_docs_per_s": round(n / core_s, 1),

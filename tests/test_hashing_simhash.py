@@ -173,3 +173,16 @@ def test_set_bits_of_short_texts_are_centred_on_half():
     assert abs(bits.mean() - 32) < 0.5, bits.mean()
     assert abs(bits[even].mean() - 32) < 0.5, bits[even].mean()
     assert (bits <= 20).mean() < 0.01
+
+
+def test_a_document_of_more_features_than_a_counting_lane_holds_votes_exactly():
+    """Bit counts are summed in 16-bit lanes; past 65,535 features a lane would carry into the next bit."""
+    rng = np.random.default_rng(5)
+    hashes = rng.integers(0, 2**63, 70_000, dtype=np.uint64) * np.uint64(2) | np.uint64(1)  # bit 0 always
+    hashes &= ~np.uint64(1 << 16)  # bit 16 never
+    short = rng.integers(0, 2**63, 7, dtype=np.uint64)
+    both = np.concatenate([short, hashes])
+    got = simhash_batch(both, np.ones(len(both)), [7, len(hashes)])
+    assert int(got[1]) == simhash_reference(hashes.tolist(), [1.0] * len(hashes))
+    assert int(got[1]) & 1 and not int(got[1]) >> 16 & 1
+    assert int(got[0]) == simhash_reference(short.tolist(), [1.0] * 7)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import xxhash
 
+from simhash_spark.core.batch_text import flat_rows
+from simhash_spark.core.char_table import CharTable, char_table
 from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
@@ -73,9 +75,14 @@ class FingerprintBatch:
 class Fingerprinter:
     """Per-process fingerprinting state: build once, call ``batch`` for every Arrow batch.
 
-    Exact duplicates (identical text after normalization) are segmented once per process: a bounded
-    memo maps the normalized text's 128-bit hash to its fingerprint, so boilerplate repeated across a
-    corpus costs one jieba pass per worker instead of one per copy. Results are the same either way.
+    With mix64 character n-grams (the default), the documents ``core.char_table`` can normalize
+    character by character are normalized and hashed a batch at a time with array operations
+    (``core.batch_text``); the others, and every document of the other feature modes, one by one.
+
+    Exact duplicates (identical text after normalization) among the documents normalized one by one are
+    segmented once per process: a bounded memo maps the normalized text's 128-bit hash to its
+    fingerprint, so boilerplate repeated across a corpus costs one jieba pass per worker instead of one
+    per copy. Results are the same either way.
 
     ``prefix_threshold`` (the function of that name below: the features are the check's n-grams): each
     row also gets the prefix of its feature hashes the text check filters with.
@@ -90,6 +97,10 @@ class Fingerprinter:
         feats = model.features
         # char n-grams hashed with mix64: every n-gram of a document in a few numpy operations
         self._vectorized = feats.mode == "char_ngram" and model.fingerprint.hash == "mix64"
+        # and then most documents are normalized a batch at a time (core.batch_text)
+        self._table: CharTable | None = (
+            char_table(model.normalize) if self._vectorized and model.normalize.variants == "none" else None
+        )
 
     def _remember(self, key: bytes, value: tuple[int, int, np.ndarray | None]) -> None:
         self._memo[key] = value
@@ -137,10 +148,21 @@ class Fingerprinter:
     def batch(self, texts: Sequence[str | None]) -> FingerprintBatch:
         state = _BatchState(len(texts))
         use_memo = self.model.fingerprint.memo_size > 0
-        for i, raw in enumerate(texts):
-            self._one(state, i, raw, use_memo)
+        if self._table is None:
+            for i, raw in enumerate(texts):
+                self._one(state, i, raw, use_memo)
+        else:
+            flat = flat_rows(
+                texts, self._table, self.model.normalize.max_chars, self.model.fingerprint.min_chars
+            )
+            for i, (raw, alone, kept) in enumerate(zip(texts, flat.alone.tolist(), flat.kept, strict=True)):
+                if alone:  # no memo: these cost a few array operations, not a segmentation
+                    state.n_chars[i] = len(kept)
+                    state.queued.append((i, "", kept, False))
+                else:
+                    self._one(state, i, raw, use_memo)
         self._hash_queued(state)
-        return self._vote(state, use_memo)
+        return self._vote(state)
 
     def _one(self, st: _BatchState, i: int, raw: str | None, use_memo: bool) -> None:
         """Normalize row ``i``; answer it from the memo, or queue it to be hashed for the vote."""
@@ -188,17 +210,15 @@ class Fingerprinter:
             elif truncated:
                 st.statuses[i] = TRUNCATED
 
-    def _vote(self, st: _BatchState, use_memo: bool) -> FingerprintBatch:
+    def _vote(self, st: _BatchState) -> FingerprintBatch:
         """One vectorized vote over every queued row, then the memo and the in-batch copies."""
         n = len(st.statuses)
         hashes = np.concatenate(st.hash_parts) if st.hash_parts else np.zeros(0, dtype=np.uint64)
         vote_weights = np.concatenate(st.weight_parts) if st.weight_parts else np.zeros(0, dtype=np.float64)
-        # rows served from the memo contribute no features here: give them a zero count for the vote
-        vote_counts = st.counts.copy()
-        if use_memo:
-            mask = np.ones(n, dtype=bool)
-            mask[np.array([i for i, _ in st.fresh], dtype=np.int64)] = False
-            vote_counts[mask] = 0
+        # rows served from the memo or copied contribute no features here: a zero count for the vote
+        vote_counts = np.zeros(n, dtype=np.int64)
+        computed = np.array([i for i, _, _, _ in st.queued], dtype=np.int64)
+        vote_counts[computed] = st.counts[computed]
         fps = simhash_batch(hashes, vote_weights, vote_counts)
         fresh_rows = vote_counts > 0
         st.out[fresh_rows] = fps[fresh_rows]

@@ -251,17 +251,9 @@ def strip_html(text: str) -> str:
     return text
 
 
-def normalize(text: str, opts: NormalizeOptions) -> Normalized:
-    """Normalize one document; the result is capped at ``opts.max_chars`` characters."""
-    truncated = False
-    # Cap before the expensive steps too: markup rarely takes more than 3/4 of a page, so a 4x margin
-    # keeps the result identical for real documents while a 50 MB blob costs only its first slice.
-    raw_cap = opts.max_chars * 4
-    if len(text) > raw_cap:
-        text = text[:raw_cap]
-        truncated = True
-    if opts.strip_html:
-        text = strip_html(text)
+def character_steps(text: str, opts: NormalizeOptions) -> str:
+    """The steps of ``normalize`` between markup and whitespace: invisible characters, NFKC, variants,
+    punctuation, case, ``cjk_only``. ``core.char_table`` applies them to single characters."""
     text = _remove_invisible(text)
     if opts.nfkc:
         text = _nfkc(text)
@@ -273,7 +265,22 @@ def normalize(text: str, opts: NormalizeOptions) -> Normalized:
         text = text.lower()
     if opts.cjk_only:
         text = _NON_CJK.sub("", text)
-    else:
+    return text
+
+
+def normalize(text: str, opts: NormalizeOptions) -> Normalized:
+    """Normalize one document; the result is capped at ``opts.max_chars`` characters."""
+    truncated = False
+    # Cap before the expensive steps too: markup rarely takes more than 3/4 of a page, so a 4x margin
+    # keeps the result identical for real documents while a 50 MB blob costs only its first slice.
+    raw_cap = opts.max_chars * 4
+    if len(text) > raw_cap:
+        text = text[:raw_cap]
+        truncated = True
+    if opts.strip_html:
+        text = strip_html(text)
+    text = character_steps(text, opts)
+    if not opts.cjk_only:
         text = " ".join(text.split())  # the same whitespace as regex \s and str.strip, at C speed
     if len(text) > opts.max_chars:
         text = text[: opts.max_chars]

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 import numpy as np
 
@@ -154,12 +155,13 @@ def _hash_chunk(
     keep = np.ones(len(hashes), dtype=bool)
     keep[(ends[:-1, None] + np.arange(1 - n, 0)[None, :]).ravel()] = False
     windows = lengths - n + 1
-    ordered = np.concatenate([np.sort(h) for h in np.split(hashes[keep], np.cumsum(windows)[:-1])])
-    starts = np.cumsum(windows) - windows
-    distinct, weights, first = _distinct_runs(ordered, starts, binary)
-    splits = np.cumsum(np.add.reduceat(first, starts, dtype=np.int64))[:-1]
-    for row, h, w in zip(rows, np.split(distinct, splits), np.split(weights, splits), strict=True):
-        yield row, (h, w)
+    bounds = np.concatenate(([0], np.cumsum(windows))).tolist()
+    kept = hashes[keep]
+    ordered = np.concatenate([np.sort(kept[a:b]) for a, b in pairwise(bounds)])
+    distinct, weights, first = _distinct_runs(ordered, np.array(bounds[:-1], dtype=np.int64), binary)
+    ends = np.cumsum(np.add.reduceat(first, bounds[:-1], dtype=np.int64)).tolist()
+    for row, a, b in zip(rows, [0, *ends[:-1]], ends, strict=True):
+        yield row, (distinct[a:b], weights[a:b])
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:

@@ -29,15 +29,14 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     out = np.zeros(n_docs, dtype=np.uint64)
     if hashes.size == 0:
         return out
-    bits = np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
     nonempty = counts > 0
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
     if np.all(weights == weights[0]) and weights[0] > 0:
         # Equal weights (shingle features): a bit is set when more than half the features set it.
-        # Integer counting gives the same bits as the float vote at a fraction of the memory traffic,
-        # and a contiguous column sum per document is several times faster than reduceat along axis 0.
-        margin = 2 * _bit_counts(bits, starts, starts + counts[nonempty]) - counts[nonempty, None]
+        # Integer counting gives the same bits as the float vote at a fraction of the memory traffic.
+        margin = 2 * _bit_counts(hashes.astype(np.uint64), starts, counts[nonempty]) - counts[nonempty, None]
     else:
+        bits = _unpacked(hashes)
         w = weights.astype(np.float64)[:, None]
         votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
         margin = np.add.reduceat(votes, starts, axis=0)
@@ -72,12 +71,29 @@ def _resolve_ties(margin: np.ndarray, smallest_hash: np.ndarray) -> np.ndarray:
     return set_bits
 
 
-def _bit_counts(bits: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per document (rows ``starts[i]:ends[i]`` of the unpacked bits), how many features set each bit."""
-    sums = [
-        bits[s:e].sum(axis=0, dtype=np.int32) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
-    return np.array(sums, dtype=np.int32).reshape(-1, BITS)
+_LANES = np.uint64(0x0001_0001_0001_0001)  # the lowest bit of each 16-bit lane of a uint64
+_LANE_MAX = 0xFFFF
+
+
+def _unpacked(hashes: np.ndarray) -> np.ndarray:
+    """Features × 64 array of 0/1 (uint8): bit i of each hash in column i."""
+    return np.unpackbits(hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+
+
+def _bit_counts(hashes: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per document (``counts[i]`` hashes from ``starts[i]``, back to back), how many of its features set
+    each bit. Shifted by k and masked, a hash holds bits k, k+16, k+32, k+48 in four 16-bit lanes, so one
+    sum per document counts four bits at once and sixteen shifts count all 64. A document of more than
+    65,535 features would overflow a lane: it is counted on the unpacked bits instead."""
+    out = np.empty((len(starts), BITS), dtype=np.int32)
+    for k in range(16):
+        sums = np.add.reduceat((hashes >> np.uint64(k)) & _LANES, starts)
+        for lane in range(4):
+            out[:, k + 16 * lane] = (sums >> np.uint64(16 * lane)) & np.uint64(_LANE_MAX)
+    for i in np.flatnonzero(counts > _LANE_MAX).tolist():
+        segment = hashes[starts[i] : starts[i] + counts[i]]
+        out[i] = _unpacked(segment).sum(axis=0, dtype=np.int32)
+    return out
 
 
 def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:
