@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -28,6 +29,7 @@ from simhash_spark.faults import maybe_fail
 from simhash_spark.transforms.driver_frames import driver_frame
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
+_INVALID = "_invalid"
 
 
 def model_files(model: ModelOptions) -> list[str]:
@@ -60,7 +62,19 @@ def _localized(model: ModelOptions) -> ModelOptions:
 
 
 def _fingerprint_udf(model: ModelOptions, prefix_threshold: float | None = None) -> Any:
+    """The fingerprint UDF: Arrow arrays in and out where Spark has Arrow UDFs (4.1 and later; no pandas
+    conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the prefixes)."""
     schema = _RESULT_SCHEMA + (f", {C.PREFIX} binary" if prefix_threshold is not None else "")
+    if hasattr(F, "arrow_udf"):
+
+        @F.arrow_udf(schema)  # type: ignore[call-overload]
+        def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+            fp = Fingerprinter(_localized(model), prefix_threshold)
+            maybe_fail("fingerprint")
+            for texts in batches:
+                yield _result_struct(fp.batch(texts.to_numpy(zero_copy_only=False).tolist()))
+
+        return fingerprint_arrow
 
     @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
@@ -71,6 +85,20 @@ def _fingerprint_udf(model: ModelOptions, prefix_threshold: float | None = None)
             yield _result_frame(fp.batch(texts.where(texts.notna(), None).tolist()))
 
     return fingerprint
+
+
+def _result_struct(res: FingerprintBatch) -> pa.StructArray:
+    """``_result_frame`` as one Arrow struct array."""
+    arrays = [
+        pa.array(res.fingerprint, type=pa.int64(), mask=~res.has_fingerprint),
+        pa.array(res.status, type=pa.string()),
+        pa.array(res.n_chars.astype(np.int32), type=pa.int32()),
+    ]
+    names = [C.FINGERPRINT, C.STATUS, C.N_CHARS]
+    if res.prefix is not None:
+        arrays.append(pa.array([None if p is None else to_bytes(p) for p in res.prefix], type=pa.binary()))
+        names.append(C.PREFIX)
+    return pa.StructArray.from_arrays(arrays, names=names)
 
 
 def _result_frame(res: FingerprintBatch) -> pd.DataFrame:
@@ -146,19 +174,17 @@ def add_fingerprints(
     status says so.
     """
     text = F.col(C.TEXT)
-    invalid = _is_invalid_utf8(text)
-    res = docs.select(
-        "*",
-        _fingerprint_udf(model, prefix_threshold)(valid_text(text)).alias("_fp"),
-        invalid.alias("_invalid"),
-    )
+    # checked once: the check scans every byte, and the optimizer keeps a column used twice computed once
+    checked = docs.select("*", _is_invalid_utf8(text).alias(_INVALID))
+    repaired = F.when(F.col(_INVALID), _made_valid(text)).otherwise(text)
+    res = checked.select("*", _fingerprint_udf(model, prefix_threshold)(repaired).alias("_fp"))
     prefix = [F.col(f"_fp.{C.PREFIX}").alias(C.PREFIX)] if prefix_threshold is not None else []
     status = F.col(f"_fp.{C.STATUS}")
     return res.select(
         F.col(C.ID),
         F.col(f"_fp.{C.FINGERPRINT}").alias(C.FINGERPRINT),
         fingerprint_hex(F.col(f"_fp.{C.FINGERPRINT}")).alias(C.FINGERPRINT_HEX),
-        F.when(F.col("_invalid") & is_fingerprinted(status), F.lit(INVALID_UTF8))
+        F.when(F.col(_INVALID) & is_fingerprinted(status), F.lit(INVALID_UTF8))
         .otherwise(status)
         .alias(C.STATUS),
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
@@ -172,7 +198,6 @@ def add_fingerprints(
 # An input is probed for the driver only when Spark plans it at most this many bytes per allowed character
 # (UTF-8 Chinese takes 3 bytes a character before compression): the planned size costs no job, the probe one.
 _PLANNED_BYTES_PER_CHAR = 4
-_INVALID = "_invalid"
 _LOCAL_BATCH = 1000  # documents per Fingerprinter.batch call, like an Arrow batch of the UDF
 
 
