@@ -18,15 +18,13 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.common import run_measured
 from simhash_spark.demo.corpus import Vocabulary, _sentence, format_variant
 
 SITES = [
@@ -66,25 +64,6 @@ def generate(n_docs: int, n_boiler: int, seed: int = 1) -> pa.Table:
     return pa.table({"id": [f"r{i:08d}" for i in range(n_docs)], "text": [texts[i] for i in order]})
 
 
-def _peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
-    """Sum of RSS over the job's process tree (driver, JVM, Python workers), sampled every 0.5 s."""
-    peak = 0
-    while not stop.is_set():
-        total = 0
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                stat = (proc / "stat").read_text().split()
-                if int(stat[4]) == pid or int(proc.name) == pid or os.getpgid(int(proc.name)) == pid:
-                    total += int(stat[23]) * os.sysconf("SC_PAGE_SIZE")
-            except (OSError, ValueError, IndexError):
-                continue
-        peak = max(peak, total)
-        stop.wait(0.5)
-    out.append(peak)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=1_000_000)
@@ -119,16 +98,8 @@ def main() -> None:
     for o in args.overrides:
         cmd += ["--set", o]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
-    stop, peak = threading.Event(), []
-    watcher = threading.Thread(target=_peak_rss, args=(proc.pid, stop, peak))
-    watcher.start()
-    _, err = proc.communicate()
-    stop.set()
-    watcher.join()
-    wall = time.perf_counter() - start
-    summary = json.loads((out / "summary.json").read_text()) if proc.returncode == 0 else {}
+    run = run_measured(cmd, env)
+    summary = json.loads((out / "summary.json").read_text()) if run.returncode == 0 else {}
     keep = (
         "input_rows",
         "fingerprinted",
@@ -150,11 +121,11 @@ def main() -> None:
         json.dumps(
             {
                 "command": " ".join(cmd),
-                "exit_code": proc.returncode,
-                "wall_s": round(wall, 1),
-                "peak_rss_process_tree_mib": round(peak[0] / 2**20) if peak else None,
+                "exit_code": run.returncode,
+                "wall_s": round(run.seconds, 1),
+                "peak_rss_process_tree_mib": run.peak_rss_mib,
                 "summary": {k: summary.get(k) for k in keep},
-                "stderr_tail": err.strip().splitlines()[-3:] if proc.returncode else [],
+                "stderr_tail": run.stderr.strip().splitlines()[-3:] if run.returncode else [],
             },
             ensure_ascii=False,
             indent=2,

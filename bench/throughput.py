@@ -5,8 +5,10 @@ planted near-duplicates.
         [--driver-memory 6g] [--set section.key=value ...]
 
 For each size: the corpus is generated once into the work folder (kept for reruns), then the job runs as
-users run it — ``python -m simhash_spark dedup`` in its own process, local[2], defaults — and the whole
-process is timed. Reported: seconds whole process and per stage (summary.json), documents per hour, the band
+users run it — ``python -m simhash_spark dedup`` in its own process, local mode, defaults (the driver heap
+the job sizes unless ``--driver-memory``) — and the whole process is timed while its process tree's resident
+memory is sampled. Reported: seconds whole process and per stage (summary.json), documents per hour, the
+peak memory of the driver JVM and Python workers together, the driver heap, the band
 design, and recall on the planted near-duplicate pairs whose character 5-gram Jaccard is at least 0.8 (a
 pair counts as found when pairs/ lists it, and also reported: when both documents share a cluster).
 """
@@ -16,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from bench.common import ProcessRun, run_measured
 from bench.generate_corpus import generate
 from bench.quality.evaluate import DEFAULT_CORPORA
 from simhash_spark.core.normalize import NormalizeOptions, normalize
@@ -45,15 +46,18 @@ def planted_truth(corpus: Path) -> set[tuple[str, str]]:
     return out
 
 
-def run_job(corpus: Path, output: Path, driver_memory: str, overrides: list[str]) -> float:
+def run_job(corpus: Path, output: Path, driver_memory: str, overrides: list[str]) -> ProcessRun:
+    """The job as a user runs it; ``driver_memory`` "" leaves the heap to the job (its local sizing)."""
     args = [sys.executable, "-m", "simhash_spark", "dedup", "--input", str(corpus), "--output", str(output)]
-    args += ["--overwrite", "--quiet", "--spark-conf", f"spark.driver.memory={driver_memory}"]
+    args += ["--overwrite", "--quiet"]
+    if driver_memory:
+        args += ["--spark-conf", f"spark.driver.memory={driver_memory}"]
     for item in overrides:
         args += ["--set", item]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    start = time.perf_counter()
-    subprocess.run(args, check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    run = run_measured(args, {**os.environ, "PYSPARK_PYTHON": sys.executable})
+    if run.returncode:
+        sys.exit(f"the job exited {run.returncode}: {run.stderr.strip().splitlines()[-3:]}")
+    return run
 
 
 def recall(output: Path, truth: set[tuple[str, str]]) -> dict:
@@ -75,7 +79,9 @@ def main() -> None:
     ap.add_argument("--docs", default="250000")
     ap.add_argument("--workdir", default="/tmp/simhash-throughput")
     ap.add_argument("--corpora", default=str(DEFAULT_CORPORA))
-    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument(
+        "--driver-memory", default="", help='spark.driver.memory; "" (default): what the job sizes'
+    )
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
@@ -87,12 +93,14 @@ def main() -> None:
         if not corpus.exists():
             generate(n, corpus, Path(args.corpora))
         output = work / f"out{n}"
-        seconds = run_job(corpus, output, args.driver_memory, args.overrides)
+        run = run_job(corpus, output, args.driver_memory, args.overrides)
         summary = json.loads((output / "summary.json").read_text("utf-8"))
         row = {
             "documents": n,
-            "seconds": round(seconds, 1),
-            "documents_per_hour": round(n / seconds * 3600),
+            "seconds": round(run.seconds, 1),
+            "documents_per_hour": round(n / run.seconds * 3600),
+            "peak_rss_process_tree_mib": run.peak_rss_mib,
+            "driver_memory": summary.get("spark", {}).get("driver_memory"),
             "stages_s": summary["timings_s"],
             "bands": summary["bands"]["scheme"],
             "spark_jobs": summary.get("spark_jobs"),
