@@ -1,5 +1,5 @@
 """The batch normalization (core.batch_text, core.char_table) agrees with ``normalize`` document by
-document, and the fingerprinter gives the same results with it and without it."""
+document, and the fingerprinter and the text check give the same results with it and without it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from simhash_spark.core.batch_text import flat_rows
 from simhash_spark.core.char_table import CharTable
 from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions
 from simhash_spark.core.normalize import NormalizeOptions, normalize
-from simhash_spark.core.shingles import ShortTextOptions, compact_codepoints
+from simhash_spark.core.shingles import SHORT_TEXTS_OFF, ShortTextOptions, compact_codepoints
+from simhash_spark.core.verify import VerifyOptions, similarities, similarity
 
 # pieces real documents and adversarial ones are made of: CJK, Latin, full-width forms, punctuation NFKC
 # keeps, whitespace of every kind, invisible and format characters, combining marks and what they compose
@@ -114,3 +115,22 @@ def test_fingerprints_are_the_same_with_and_without_the_batch_normalization(mode
     assert a.status == b.status
     for name in ("fingerprint", "has_fingerprint", "n_chars", "n_features"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+_SHORT = ShortTextOptions(below_letters=8)
+
+
+@pytest.mark.parametrize("short", [SHORT_TEXTS_OFF, _SHORT], ids=["long", "short_texts"])
+@pytest.mark.parametrize("norm", [NormalizeOptions(), NormalizeOptions(max_chars=12)], ids=["default", "cap"])
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(st.one_of(st.none(), _texts), st.one_of(st.none(), _texts)), max_size=8))
+def test_batch_similarities_equal_each_pairs_similarity(short, norm, pairs):
+    texts_a = [a for a, _ in pairs] + ["同一篇新闻稿件的正文" * 3]
+    texts_b = [b for _, b in pairs] + ["同一篇新闻稿件的正文" * 3 + "，转载"]
+    opts = VerifyOptions()
+    got = similarities(texts_a, texts_b, opts, norm, short)
+    want = [
+        0.0 if a is None or b is None else similarity(a, b, opts, norm, short)
+        for a, b in zip(texts_a, texts_b, strict=True)
+    ]
+    assert got.tolist() == want

@@ -15,7 +15,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from simhash_spark.core.char_table import CONTEXT, CharTable
+from simhash_spark.core.char_table import CONTEXT, CharTable, char_table
+from simhash_spark.core.normalize import NormalizeOptions, normalize
+from simhash_spark.core.shingles import compact_codepoints
 
 # Code points looked up in one pass: the per-character arrays stay a few tens of MB whatever the batch.
 _GROUP_CODEPOINTS = 1 << 21
@@ -81,3 +83,15 @@ def _group(texts: list[str], lengths: np.ndarray, table: CharTable) -> tuple[np.
     ]  # letters up to each row's end
     bounds = np.concatenate(([0], before)).tolist()
     return alone, [letters[a:b] for a, b in pairwise(bounds)]
+
+
+def normalized_letters(texts: Sequence[str], opts: NormalizeOptions) -> list[np.ndarray]:
+    """``compact_codepoints(normalize(text, opts).text)`` of each text (uint64 code points), most of them
+    computed a batch at a time."""
+    if opts.variants != "none":
+        return [compact_codepoints(normalize(t, opts).text) for t in texts]
+    rows = flat_rows(texts, char_table(opts), opts.max_chars)
+    return [
+        letters if alone else compact_codepoints(normalize(text, opts).text)
+        for text, alone, letters in zip(texts, rows.alone.tolist(), rows.kept, strict=True)
+    ]

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simhash_spark.core.batch_text import normalized_letters
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.shingles import (
     SHORT_TEXTS_OFF,
     ShortTextOptions,
     codepoint_ngram_hashes,
+    codepoint_ngram_hashes_many,
     compact_codepoints,
     edit_similarity,
     hashed_jaccard,
@@ -81,15 +83,33 @@ def similarities(
     norm: NormalizeOptions,
     short: ShortTextOptions = SHORT_TEXTS_OFF,
 ) -> np.ndarray:
-    """Element-wise ``similarity``; a missing text scores 0."""
-    return np.fromiter(
-        (
-            0.0 if a is None or b is None else similarity(a, b, opts, norm, short)
-            for a, b in zip(texts_a, texts_b, strict=True)
-        ),
-        dtype=np.float64,
-        count=len(texts_a),
+    """Element-wise ``similarity``; a missing text scores 0. With ``char_jaccard`` the texts are normalized
+    a batch at a time (``core.batch_text``) and the n-grams of all texts of one n hashed together."""
+    out = np.zeros(len(texts_a), dtype=np.float64)
+    present = [
+        i for i, (a, b) in enumerate(zip(texts_a, texts_b, strict=True)) if a is not None and b is not None
+    ]
+    if opts.measure != "char_jaccard":
+        for i in present:
+            out[i] = similarity(texts_a[i] or "", texts_b[i] or "", opts, norm, short)
+        return out
+    letters_a = normalized_letters([texts_a[i] or "" for i in present], norm)
+    letters_b = normalized_letters([texts_b[i] or "" for i in present], norm)
+    sizes = np.array(
+        [
+            short.ngram_size if short.is_short(min(len(a), len(b))) else opts.ngram_size
+            for a, b in zip(letters_a, letters_b, strict=True)
+        ],
+        dtype=np.int64,
     )
+    for n in np.unique(sizes).tolist():
+        chosen = np.flatnonzero(sizes == n).tolist()
+        hashed = codepoint_ngram_hashes_many(
+            [letters_a[j] for j in chosen] + [letters_b[j] for j in chosen], n
+        )
+        for j, (ha, _), (hb, _) in zip(chosen, hashed[: len(chosen)], hashed[len(chosen) :], strict=True):
+            out[present[j]] = hashed_jaccard(ha, hb)
+    return out
 
 
 @dataclass(frozen=True)
