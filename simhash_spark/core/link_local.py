@@ -173,12 +173,11 @@ def _accept(
             kept.append((a, b, d, td))
     to_check = [c for c in kept if rule.needs_text_check(c[2])]
     text_of = texts({x for c in to_check for x in c[:2]}) if to_check else {}
+    checked = rule.similarities([text_of.get(c[0]) for c in to_check], [text_of.get(c[1]) for c in to_check])
+    similarity_of = dict(zip(((c[0], c[1]) for c in to_check), checked.tolist(), strict=True))
     out: list[PairRow] = []
     for a, b, d, td in kept:
-        sim = None
-        if rule.needs_text_check(d):
-            ta, tb = text_of.get(a), text_of.get(b)
-            sim = rule.similarity(ta, tb) if ta is not None and tb is not None else 0.0
+        sim = similarity_of.get((a, b))
         reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td)
         if reason is not None:
             out.append((a, b, d, sim, reason))

@@ -16,7 +16,10 @@ Its reason: ``identical_fingerprint`` for the same fingerprint and (with a text 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.shingles import SHORT_TEXTS_OFF, ShortTextOptions
@@ -26,6 +29,7 @@ from simhash_spark.core.verify import (
     VERIFIED,
     ThresholdPolicy,
     VerifyOptions,
+    similarities,
     similarity,
 )
 
@@ -58,6 +62,10 @@ class PairRule:
 
     def similarity(self, text_a: str, text_b: str) -> float:
         return similarity(text_a, text_b, self.verify, self.norm, self.short)
+
+    def similarities(self, texts_a: Sequence[str | None], texts_b: Sequence[str | None]) -> np.ndarray:
+        """``similarity`` of each pair (0 where a text is missing), a batch at a time."""
+        return similarities(texts_a, texts_b, self.verify, self.norm, self.short)
 
     def reason(
         self,
