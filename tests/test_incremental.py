@@ -779,7 +779,7 @@ def test_a_small_incremental_batch_is_linked_and_assembled_on_the_driver_like_sp
 
 @pytest.mark.parametrize("title", [None, "title"])
 def test_the_driver_takes_into_the_index_the_rows_spark_would(spark, tmp_path, title):
-    """What a batch looked up on the driver commits (``pipeline._local_entries``) against its Spark twin
+    """What a batch looked up on the driver commits (``index_pass.local_entries``) against its Spark twin
     (``snapshots.entries_of_batch``): the same rows, ids the index holds already left out, titles and
     their fingerprints kept."""
     (tmp_path / "batches").mkdir()

@@ -32,7 +32,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "simhash_spark.class_archive",
         ),
     ),
-    ("pipeline", ("simhash_spark.linking", "simhash_spark.pipeline")),
+    (
+        "pipeline",
+        (
+            "simhash_spark.linking",
+            "simhash_spark.fingerprint_pass",
+            "simhash_spark.index_pass",
+            "simhash_spark.assembly",
+            "simhash_spark.run_summary",
+            "simhash_spark.pipeline",
+        ),
+    ),
     # the package itself names its public API lazily (pipeline, session, config): importing it is the top
     ("cli", ("simhash_spark.cli", "simhash_spark.__main__", "simhash_spark.demo.", "simhash_spark")),
 ]
