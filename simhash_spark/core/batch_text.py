@@ -43,10 +43,8 @@ def flat_rows(texts: Sequence[str | None], table: CharTable, max_chars: int, min
     for start, stop in _groups(lengths):
         part = [t for t, j in zip(texts[start:stop], joined[start:stop].tolist(), strict=True) if j and t]
         group_alone, letters = _group(part, lengths[start:stop], table)
-        alone[start:stop] = group_alone & joined[start:stop]
-        alone[start:stop] &= np.fromiter(map(len, letters), dtype=np.int64, count=stop - start) >= max(
-            1, min_chars
-        )
+        n_letters = np.fromiter(map(len, letters), dtype=np.int64, count=stop - start)
+        alone[start:stop] = group_alone & joined[start:stop] & (n_letters >= max(1, min_chars))
         kept += [x if a else _NONE for x, a in zip(letters, alone[start:stop].tolist(), strict=True)]
     # a row whose characters were learned in a later group may have grown the bound: check it again
     alone &= raw * table.max_length <= max_chars
