@@ -27,7 +27,8 @@ from simhash_spark.core.assemble_local import batch_components as local_batch_co
 from simhash_spark.core.fingerprint import ALREADY_INDEXED, FINGERPRINTED
 from simhash_spark.core.spark_hash import KINDS
 from simhash_spark.index.session import Lookup
-from simhash_spark.linking import AtHand, Linked, pairs_frame
+from simhash_spark.link_model import AtHand, Linked
+from simhash_spark.linking_local import pairs_frame
 from simhash_spark.report.collect_local import local_report
 from simhash_spark.report.render import ReportData
 from simhash_spark.transforms.clusters import (

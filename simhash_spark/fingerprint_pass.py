@@ -15,7 +15,7 @@ from simhash_spark.config import Config
 from simhash_spark.context import RunContext
 from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES, prefix_threshold
 from simhash_spark.io import id_totals, prepare_docs, validate_ids, validate_schema
-from simhash_spark.linking import AtHand
+from simhash_spark.link_model import AtHand
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,

@@ -19,7 +19,7 @@ from simhash_spark.core.spark_hash import xxhash64
 from simhash_spark.fingerprint_pass import Fingerprinted, count_statuses
 from simhash_spark.index.session import HeldBatch, IndexSession, LocalMatches, Lookup
 from simhash_spark.index.snapshots import entries_of_batch
-from simhash_spark.linking import AtHand
+from simhash_spark.link_model import AtHand
 from simhash_spark.transforms.fingerprint import is_fingerprinted, valid_text
 
 

@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "pipeline",
         (
+            "simhash_spark.link_model",
+            "simhash_spark.linking_local",
             "simhash_spark.linking",
             "simhash_spark.fingerprint_pass",
             "simhash_spark.index_pass",
