@@ -219,14 +219,19 @@ def run(
         raise
     if index is not None:
         index.finish()
+    _write_tables(spark, tables, output, indexed=index is not None)
+    return summ
+
+
+def _write_tables(spark: SparkSession, tables: OutputTables, output: str, *, indexed: bool) -> None:
+    """The catalog tables of a published output (``TablesNotWritten`` when the catalog fails)."""
     try:
         tables.write(spark, output)
     except Exception as e:  # everything checkable was checked before any work; this is the catalog failing
         raise TablesNotWritten(
-            f"output {output} was published{' and the index committed' if index is not None else ''}, but "
+            f"output {output} was published{' and the index committed' if indexed else ''}, but "
             f"its catalog tables were not written: {essence(e)}. Rerun the same command to write them"
         ) from e
-    return summ
 
 
 def _compute_and_publish(
