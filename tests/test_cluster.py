@@ -2,6 +2,7 @@
 with a clean environment, the job submitted with spark-submit in client mode and the packed environment
 (`./dev package`), outputs compared with a local-mode run."""
 
+import json
 import os
 import shutil
 import signal
@@ -137,38 +138,66 @@ def test_spark_submit_on_standalone_cluster_equals_local_mode(spark, cluster, pa
     assert main(["dedup", "--input", str(corpus), "--output", str(local), *args]) == 0
 
     out = tmp_path / "cluster-out"
-    submit = Path(sys.executable).parent / "spark-submit"
-    cmd = [
-        str(submit),
-        "--master",
-        url,
-        "--deploy-mode",
-        "client",
-        "--archives",
-        f"{packed_env}#env",
-        "--conf",
-        "spark.pyspark.python=./env/bin/python",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
-        "--conf",
-        "spark.executor.memory=1g",
-        "--conf",
-        "spark.cores.max=2",
-        "--conf",
-        "spark.sql.shuffle.partitions=4",
-        str(ROOT / "jobs" / "dedup.py"),
-        "--input",
-        str(corpus),
-        "--output",
-        str(out),
-        *args,
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY", "SPARK_"))}
-    env["PYSPARK_PYTHON"] = "./env/bin/python"
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    conf = ("spark.executor.memory=1g", "spark.cores.max=2", "spark.sql.shuffle.partitions=4")
+    cmd = [*submit_command(url, packed_env, *conf), str(ROOT / "jobs" / "dedup.py")]
+    cmd += ["--input", str(corpus), "--output", str(out), *args]
+    proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     # the executors ran on the workers with the packed interpreter
     stderr_logs = "".join(p.read_text(errors="replace") for p in ctmp.glob("work*/app-*/*/stderr"))
     assert stderr_logs, "no executor ran on the workers"
     for name in ("documents", "pairs", "clusters", "deduplicated"):
         assertDataFrameEqual(spark.read.parquet(str(out / name)), spark.read.parquet(str(local / name)))
+
+
+def submit_command(url: str, packed_env: Path, *conf: str) -> list[str]:
+    """spark-submit in client mode with the packed environment on the executors; ``conf``: --conf values."""
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", url, "--deploy-mode", "client"]
+    cmd += ["--archives", f"{packed_env}#env"]
+    for value in (
+        "spark.pyspark.python=./env/bin/python",
+        f"spark.pyspark.driver.python={sys.executable}",
+        *conf,
+    ):
+        cmd += ["--conf", value]
+    return cmd
+
+
+def submit_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY", "SPARK_"))}
+    env["PYSPARK_PYTHON"] = "./env/bin/python"
+    return env
+
+
+def same_rows(spark, a: Path, b: Path) -> bool:
+    left, right = spark.read.parquet(str(a)), spark.read.parquet(str(b))
+    return left.exceptAll(right).isEmpty() and right.exceptAll(left).isEmpty()
+
+
+def test_100k_documents_through_the_spark_steps_with_a_1g_driver(spark, cluster, packed_env, tmp_path):
+    """Past one machine: with a 1 GB driver heap, executors in other JVMs and every action's results capped
+    at 16 MB (``spark.driver.maxResultSize``: a third of the corpus's text), the defaults run 100k+
+    documents through the Spark steps (more than ``cluster.local_max_documents``) — so no stage gathers the
+    documents or their texts on the driver — with the outputs of a local-mode run."""
+    url, _ = cluster
+    corpus = tmp_path / "corpus.parquet"
+    rows = write_corpus(corpus, n_docs=62_500, seed=5).num_rows
+    assert rows >= 100_000
+    out = tmp_path / "cluster-out"
+    conf = ("spark.executor.memory=1g", "spark.cores.max=2", "spark.driver.maxResultSize=16m")
+    cmd = [*submit_command(url, packed_env, *conf), "--driver-memory", "1g"]
+    cmd += [str(ROOT / "jobs" / "dedup.py"), "--input", str(corpus), "--output", str(out)]
+    proc = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input_rows"] == summary["fingerprinted"] == rows
+    assert summary["fingerprinted_on"] == "executors"
+    assert summary["bands"]["join"] != "driver"  # linked by the Spark steps
+    assert summary["spark"]["driver_memory"] == "1g"
+    assert summary["pairs_accepted"] > 0
+
+    local = tmp_path / "local"
+    assert main(["dedup", "--input", str(corpus), "--output", str(local)]) == 0
+    for name in ("documents", "pairs", "clusters"):
+        assert same_rows(spark, out / name, local / name), name
