@@ -8,6 +8,12 @@ on disk, measured side by side in one run:
 - ``mllib``: Spark MLlib ``MinHashLSH`` (5 tables, ``approxSimilarityJoin`` at Jaccard distance 0.2)
   in local[*] over the same 5-gram sets (4 GB driver heap: it fails at the default 1 GB), its pairs
   written as Parquet;
+- ``rensa``: single-process Rust MinHash (PyPI ``rensa``): the job's normalized letters and character
+  5-gram hashes (its numpy code), ``RMinHash`` digests (128 permutations) computed by rensa, 16 bands of 8
+  grouped with numpy, and every candidate pair checked exactly (5-gram Jaccard >= 0.8, the job's check);
+- ``gaoya``: single-process Rust SimHash (PyPI ``gaoya``): 64 bits over character 5-grams of the job's
+  normalized text, 13 blocks for k = 12 (the job's default), ``par_bulk_query`` on both cores, every
+  candidate checked exactly as above;
 - ``job_20``: the job on the first 20 documents (what a first try on a sample costs);
 - ``job_spark_link``, ``job_spark_link_20``: the same with ``cluster.local_max_documents=0`` (the Spark
   linking steps instead of the driver's);
@@ -21,10 +27,12 @@ archive in the user's cache (``simhash_spark/class_archive.py``). Before the rou
 twice on the 20 documents (the first writes the archive when its JVM exits, the second checks it).
 
     .venv/bin/python -m bench.peers [--corpus ../shared/corpora/news_xwlb.parquet] [--limit 0] [--repeat 1]
-        [--peers job,datasketch,mllib,job_20]
+        [--peers job,datasketch,mllib,rensa,gaoya,job_20] [--timeout 0]
 
-Needs the ``bench`` extra (datasketch). Prints one JSON object: seconds per peer (median over
+Needs the ``bench`` extra (datasketch, rensa, gaoya). Prints one JSON object: seconds per peer (median over
 ``--repeat`` rounds, peers interleaved within a round), pairs found, and each peer's time over the job's.
+A peer still running after ``--timeout`` seconds is stopped and reported in ``timed_out`` (its time then
+only bounds it from below).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -75,6 +85,113 @@ def run_datasketch(corpus: str, out: str) -> int:
     return len(pairs)
 
 
+NGRAM = 5
+CHUNK_DOCS = 20_000  # documents normalized and hashed at a time: bounded memory at any corpus size
+
+
+def _letters(texts: list[str | None]) -> list[np.ndarray]:
+    from simhash_spark.core.batch_text import normalized_letters
+    from simhash_spark.core.normalize import NormalizeOptions
+
+    return normalized_letters([t or "" for t in texts], NormalizeOptions())
+
+
+def exact_pairs(texts: list[str | None], candidates: np.ndarray) -> np.ndarray:
+    """The candidate (a, b) rows whose texts pass the job's check (5-gram Jaccard >= 0.8), a batch at a time."""
+    from simhash_spark.core.normalize import NormalizeOptions
+    from simhash_spark.core.verify import VerifyOptions, similarities
+
+    keep = np.zeros(len(candidates), dtype=bool)
+    for start in range(0, len(candidates), CHUNK_DOCS):
+        rows = candidates[start : start + CHUNK_DOCS]
+        sims = similarities(
+            [texts[a] for a in rows[:, 0]],
+            [texts[b] for b in rows[:, 1]],
+            VerifyOptions(),
+            NormalizeOptions(),
+        )
+        keep[start : start + len(rows)] = sims >= THRESHOLD
+    return candidates[keep]
+
+
+def write_pairs(ids: list[object], pairs: np.ndarray, out: str) -> int:
+    pq.write_table(
+        pa.table({"id_a": [ids[a] for a in pairs[:, 0]], "id_b": [ids[b] for b in pairs[:, 1]]}), out
+    )
+    return len(pairs)
+
+
+def minhash_digests(texts: list[str | None], num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows with at least one 5-gram, their rensa ``RMinHash`` digests as a uint32 matrix)."""
+    from rensa import RMinHash
+
+    from simhash_spark.core.shingles import codepoint_ngram_hashes_many
+
+    rows, digests = [], []
+    for start in range(0, len(texts), CHUNK_DOCS):
+        hashed = [
+            h for h, _ in codepoint_ngram_hashes_many(_letters(texts[start : start + CHUNK_DOCS]), NGRAM)
+        ]
+        present = [i for i, h in enumerate(hashed) if len(h)]
+        offsets = np.concatenate(([0], np.cumsum([len(hashed[i]) for i in present]))).astype(np.uint64)
+        flat = np.concatenate([hashed[i] for i in present]) if present else np.zeros(0, dtype=np.uint64)
+        matrix = RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets, num_perm, 42)
+        rows.append(np.array(present, dtype=np.int64) + start)
+        digests.append(np.array(matrix.to_rows(), dtype=np.uint32).reshape(len(present), num_perm))
+    return np.concatenate(rows), np.concatenate(digests)
+
+
+def band_candidates(rows: np.ndarray, digests: np.ndarray, bands: int) -> np.ndarray:
+    """Distinct (a < b) pairs of ``rows`` whose digests agree on every value of at least one band."""
+    found = []
+    for band in np.split(digests, bands, axis=1):
+        keys = np.frombuffer(np.ascontiguousarray(band).tobytes(), dtype=f"V{band.shape[1] * 4}")
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1], [True])))
+        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+            if b - a > 1:
+                members = np.sort(rows[order[a:b]])
+                i, j = np.triu_indices(len(members), 1)
+                found.append(np.stack([members[i], members[j]], axis=1))
+    if not found:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.concatenate(found), axis=0)
+
+
+def run_rensa(corpus: str, out: str) -> int:
+    table = pq.read_table(corpus, columns=["id", "text"])
+    texts = table.column("text").to_pylist()
+    rows, digests = minhash_digests(texts, num_perm=128)
+    candidates = band_candidates(rows, digests, bands=16)
+    return write_pairs(table.column("id").to_pylist(), exact_pairs(texts, candidates), out)
+
+
+def run_gaoya(corpus: str, out: str) -> int:
+    from gaoya.simhash import SimHashStringIndex
+
+    table = pq.read_table(corpus, columns=["id", "text"])
+    texts = table.column("text").to_pylist()
+    index = SimHashStringIndex(
+        hash_size=64, num_blocks=13, hamming_distance=12, analyzer="char", ngram_range=(5, 5)
+    )
+    normalized = []
+    for start in range(0, len(texts), CHUNK_DOCS):
+        for cps in _letters(texts[start : start + CHUNK_DOCS]):
+            normalized.append(cps.astype("<u4").tobytes().decode("utf-32-le"))
+    for i, text in enumerate(normalized):
+        if len(text) >= NGRAM:
+            index.insert_document(i, text)
+    found = [
+        (min(i, j), max(i, j))
+        for i, near in enumerate(index.par_bulk_query(normalized))
+        for j in near
+        if j != i
+    ]
+    candidates = np.array(sorted(set(found)), dtype=np.int64).reshape(-1, 2)
+    return write_pairs(table.column("id").to_pylist(), exact_pairs(texts, candidates), out)
+
+
 def run_mllib(corpus: str, out: str) -> int:
     from pyspark.ml.feature import HashingTF, MinHashLSH
     from pyspark.sql import SparkSession
@@ -103,10 +220,19 @@ def _sorted_shingles(texts: pd.Series) -> pd.Series:
     return pd.Series([sorted(s) for s in shingle_sets(texts.tolist())])
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str], timeout: float | None = None) -> tuple[float, bool]:
+    """(seconds, finished): a command past ``timeout`` is stopped with its process group."""
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return time.perf_counter() - start, False
+    if rc:
+        raise subprocess.CalledProcessError(rc, cmd)
+    return time.perf_counter() - start, True
 
 
 def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str], Path]:
@@ -141,12 +267,14 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     ap.add_argument("--limit", type=int, default=0, help="first N documents only (0 = all)")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--peers", default="job,datasketch,mllib,job_20")
+    ap.add_argument("--peers", default="job,datasketch,mllib,rensa,gaoya,job_20")
+    ap.add_argument("--timeout", type=float, default=0, help="seconds a peer may run (0 = no limit)")
     ap.add_argument("--run", default="", help=argparse.SUPPRESS)  # one peer, in this process
     ap.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.run:
-        print({"datasketch": run_datasketch, "mllib": run_mllib}[args.run](args.corpus, args.out))
+        runners = {"datasketch": run_datasketch, "mllib": run_mllib, "rensa": run_rensa, "gaoya": run_gaoya}
+        print(runners[args.run](args.corpus, args.out))
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="simhash-peers-"))
@@ -161,11 +289,16 @@ def main() -> None:
         warm_archive(small, work)
     seconds: dict[str, list[float]] = {p: [] for p in peers}
     found: dict[str, int] = {}
+    timed_out: set[str] = set()
     for _ in range(args.repeat):
         for peer in peers:
             cmd, pairs_path = commands(peer, corpus, small, work / f"r{len(seconds[peer])}")
-            seconds[peer].append(timed(cmd))
-            found[peer] = count_pairs(pairs_path)
+            took, finished = timed(cmd, args.timeout or None)
+            seconds[peer].append(took)
+            if finished:
+                found[peer] = count_pairs(pairs_path)
+            else:
+                timed_out.add(peer)
     med = {p: statistics.median(s) for p, s in seconds.items()}
     result = {
         "corpus": Path(args.corpus).name,
@@ -175,6 +308,7 @@ def main() -> None:
         "seconds": {p: round(s, 1) for p, s in med.items()},
         "rounds": {p: [round(x, 1) for x in s] for p, s in seconds.items()},
         "pairs": found,
+        "timed_out": sorted(timed_out),
     }
     if "job" in med:
         result["peer_over_job"] = {p: round(s / med["job"], 2) for p, s in med.items() if p != "job"}
