@@ -176,7 +176,7 @@ def same_rows(spark, a: Path, b: Path) -> bool:
 
 def test_100k_documents_through_the_spark_steps_with_a_1g_driver(spark, cluster, packed_env, tmp_path):
     """Past one machine: with a 1 GB driver heap, executors in other JVMs and every action's results capped
-    at 16 MB (``spark.driver.maxResultSize``: a third of the corpus's text), the defaults run 100k+
+    at 16 MB (``spark.driver.maxResultSize``: about a tenth of the corpus's text), the defaults run 100k+
     documents through the Spark steps (more than ``cluster.local_max_documents``) — so no stage gathers the
     documents or their texts on the driver — with the outputs of a local-mode run."""
     url, _ = cluster
