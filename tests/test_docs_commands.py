@@ -75,3 +75,71 @@ def test_every_documented_command_parses(doc, line, argv, capsys):
         build_parser().parse_args(argv)
     except SystemExit as e:
         pytest.fail(f"{doc}: `{line}` does not parse: {capsys.readouterr().err.strip()} (exit {e.code})")
+
+
+BENCH = re.compile(r"(?:^|\s)(?:\S*/)?(?:python3?|\.venv/bin/python) -m (?P<module>bench(?:\.\w+)+)(?:\s|$)")
+
+
+def documented_bench_commands() -> Iterator[tuple[str, str, str, list[str]]]:
+    """(file, the command as shown, the bench module, its arguments) of every ``python -m bench.NAME`` line."""
+    for doc in DOCS:
+        for block in shell_blocks(doc.read_text(encoding="utf-8")):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = re.sub(r"\s+#\s.*$", "", line.strip())
+                found = BENCH.search(line)
+                if line.startswith("#") or found is None or found.group("module") == "bench.NAME":
+                    continue
+                rest = line[found.end() :]
+                while re.search(r"\[[^\[\]]*\]", rest):
+                    rest = re.sub(r"\[[^\[\]]*\]", "", rest)
+                yield doc.name, line, found.group("module"), shlex.split(rest.split("&&")[0])
+
+
+BENCH_COMMANDS = list(documented_bench_commands())
+
+
+BENCH_EXTRA = {"scipy", "datasketch", "zhconv", "rensa", "gaoya"}  # pyproject's bench extra: imported by some
+
+
+class _Parsed(Exception):
+    """Raised once a bench script's own parser accepted its arguments: nothing of the benchmark runs."""
+
+
+def test_the_docs_show_the_benchmarks():
+    assert {m for _, _, m, _ in BENCH_COMMANDS} >= {
+        "bench.peers",
+        "bench.throughput",
+        "bench.fingerprint_throughput",
+    }
+
+
+@pytest.mark.parametrize(
+    ("doc", "line", "module", "argv"), BENCH_COMMANDS, ids=[f"{d}:{m}" for d, _, m, _ in BENCH_COMMANDS]
+)
+def test_every_documented_benchmark_command_parses(doc, line, module, argv, monkeypatch, capsys):
+    """Each ``python -m bench.NAME ...`` shown parses with that script's own argparse parser."""
+    import argparse
+    import importlib
+    import sys
+
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name not in BENCH_EXTRA:
+            raise
+        pytest.skip(f"{module} needs the bench extra ({e.name})")
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse(self, args, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    monkeypatch.setattr(sys, "argv", [module, *argv])
+    try:
+        loaded.main()
+    except _Parsed:
+        return
+    except SystemExit as e:
+        pytest.fail(f"{doc}: `{line}` does not parse: {capsys.readouterr().err.strip()} (exit {e.code})")
+    pytest.fail(f"{doc}: `{line}`: {module}.main() never parsed its arguments")
