@@ -282,7 +282,7 @@ def main() -> None:
     if args.limit:
         table = table.slice(0, args.limit)
     corpus, small = str(work / "corpus.parquet"), str(work / "small.parquet")
-    pq.write_table(table, corpus)
+    pq.write_table(table, corpus, row_group_size=50_000)  # as corpora are written (docs/reliability.md)
     pq.write_table(table.slice(0, 20), small)
     peers = args.peers.split(",")
     if any(p.startswith("job") for p in peers):

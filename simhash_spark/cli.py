@@ -553,6 +553,7 @@ JVM_OUT_OF_MEMORY_EXIT = 52
 JVM_EXIT_WAIT_S = 60.0
 _JVM_GONE = (
     "SparkContext was shut down",
+    '"org.apache.spark.SparkContext.dagScheduler()" is null',  # a job ended after Spark stopped itself
     "Py4JNetworkError",
     "Answer from Java side is empty",
     "Connection refused",

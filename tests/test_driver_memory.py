@@ -84,6 +84,31 @@ def test_an_out_of_memory_failure_is_one_line_naming_the_setting(no_user_setting
     assert cli._out_of_memory(RuntimeError("Py4JJavaError: java.io.IOException: disk full")) is None
 
 
+def test_a_job_ended_by_spark_stopping_itself_waits_for_the_jvms_exit_code():
+    """An OutOfMemoryError in a task makes local-mode Spark stop itself; the job then waiting on it fails
+    with a NullPointerException about the stopped context, which names no memory. That is the JVM going
+    away: its exit code (52, out of memory) is awaited and read."""
+    from types import SimpleNamespace
+
+    from simhash_spark import cli
+
+    class Exiting:
+        def poll(self):
+            return None
+
+        def wait(self, timeout):
+            return cli.JVM_OUT_OF_MEMORY_EXIT
+
+    gateway = SimpleNamespace(proc=Exiting())
+    stopped = (
+        "Py4JJavaError: An error occurred while calling o1508.collectToPython.\n: java.lang.NullPointerException: "
+        'Cannot invoke "org.apache.spark.scheduler.DAGScheduler.cleanupQueryJobs(long)" because the return '
+        'value of "org.apache.spark.SparkContext.dagScheduler()" is null'
+    )
+    assert cli._jvm_exit_code(gateway, [stopped]) == cli.JVM_OUT_OF_MEMORY_EXIT
+    assert cli._jvm_exit_code(gateway, ["Py4JJavaError: java.io.IOException: disk full"]) is None
+
+
 @pytest.mark.slow
 def test_a_run_that_runs_out_of_memory_says_so_in_one_line_and_publishes_nothing(tmp_path):
     """A real out-of-memory error: one document of 200 M characters in a 512 MB driver. The run ends with
