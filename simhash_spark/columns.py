@@ -28,7 +28,7 @@ TITLE_FINGERPRINT = "title_fingerprint"
 
 # internal: band join and connected components
 TEXT_HASH = "text_hash"  # xxhash64 of the text: identical-fingerprint groups split by text when verifying
-PREFIX = "check_prefix"  # binary: the n-gram prefix the text check filters with (core.prefix_filter)
+CHECK_SUMMARY = "check_summary"  # binary: what the text check filters pairs with (core.check_filter)
 BAND = "band"  # the band (LSH table) a key belongs to
 KEY = "band_key"
 SRC = "src"

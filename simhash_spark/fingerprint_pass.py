@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.context import RunContext
-from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES, prefix_threshold
+from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES, check_filter
 from simhash_spark.io import id_totals, prepare_docs, validate_ids, validate_schema
 from simhash_spark.link_model import AtHand
 from simhash_spark.transforms.classic import spark_context
@@ -87,7 +87,7 @@ class Fingerprinted:
     on: str  # where the fingerprints were computed: "driver" or "executors"
     at_hand: AtHand | None = None  # fingerprints and texts, when computed on the driver
     local: pd.DataFrame | None = None  # the collected documents (``collect_documents``), when on the driver
-    prefixes: DataFrame | None = None  # id, check_prefix: the text check's prefixes, where emitted
+    summaries: DataFrame | None = None  # id, check_summary: what the text check filters with, where emitted
 
 
 def fingerprint_pass(
@@ -114,8 +114,8 @@ def fingerprint_pass(
         spread = _spread(spark, docs, cfg)
         docs_hashed = spread.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
         extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
-        threshold = prefix_threshold(cfg.model, cfg.verify)
-        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra, prefix_threshold=threshold)
+        check = check_filter(cfg.model, cfg.verify)
+        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra, check=check)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = ctx.persist(fps)
@@ -125,11 +125,11 @@ def fingerprint_pass(
         validate_ids(totals, raw, cfg, source=source)
     counts = {s: int(totals[s]) for s in STATUSES}
     # the texts are read later as the input holds them: spread again, they would be shuffled for nothing
-    if threshold is None:
+    if check is None:
         return Fingerprinted(docs, fps, counts, "executors")
-    # both views read the one persisted pass; the prefixes leave it only for the text check
-    prefixes = fps.where(F.col(C.PREFIX).isNotNull()).select(C.ID, C.PREFIX)
-    return Fingerprinted(docs, fps.drop(C.PREFIX), counts, "executors", prefixes=prefixes)
+    # both views read the one persisted pass; the summaries leave it only for the text check
+    summaries = fps.where(F.col(C.CHECK_SUMMARY).isNotNull()).select(C.ID, C.CHECK_SUMMARY)
+    return Fingerprinted(docs, fps.drop(C.CHECK_SUMMARY), counts, "executors", summaries=summaries)
 
 
 def _fingerprint_on_driver(

@@ -142,10 +142,10 @@ def local_entries(fp_pass: Fingerprinted, looked: Lookup, run_date: str) -> pd.D
 
 
 def link_inputs(
-    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, prefixes: DataFrame | None
+    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, summaries: DataFrame | None
 ) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
-    """(keyed, texts, titles, prefixes) of what is linked: the fingerprinted documents, and the index
-    entries the batch touches (which have no prefixes)."""
+    """(keyed, texts, titles, check summaries) of what is linked: the fingerprinted documents, and the
+    index entries the batch touches (which have no check summaries)."""
     fingerprinted = fps.where(is_fingerprinted(F.col(C.STATUS)))
     keyed = fingerprinted.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
     texts = texts_of(docs)
@@ -155,13 +155,13 @@ def link_inputs(
         else None
     )
     if looked is None:
-        return keyed, texts, titles, prefixes
+        return keyed, texts, titles, summaries
     # an id the index holds already is linked as the index's entry, with the index's text: the batch's
-    # row for it (already_indexed) must not bring a second text, title or prefix for the same id
+    # row for it (already_indexed) must not bring a second text, title or check summary for the same id
     batch_ids = keyed.select(C.ID)
     texts = texts.join(batch_ids, on=C.ID, how="left_semi")
-    if prefixes is not None:
-        prefixes = prefixes.join(batch_ids, on=C.ID, how="left_semi")
+    if summaries is not None:
+        summaries = summaries.join(batch_ids, on=C.ID, how="left_semi")
     touched = looked.touched
     keyed = keyed.unionByName(
         touched.select(C.ID, C.FINGERPRINT, C.N_CHARS, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
@@ -170,4 +170,4 @@ def link_inputs(
     if titles is not None:
         titled = touched.where(F.col(C.TITLE_FINGERPRINT).isNotNull())
         titles = titles.unionByName(titled.select(C.ID, C.TITLE_FINGERPRINT))
-    return keyed, texts, titles, prefixes
+    return keyed, texts, titles, summaries

@@ -20,6 +20,7 @@ from simhash_spark.config import BandsConfig
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.bucket_pairs import rank_buckets
+from simhash_spark.core.check_filter import requested
 from simhash_spark.core.link_local import choose_design_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import BY_TITLE
@@ -67,7 +68,7 @@ def link(
     titles: DataFrame | None = None,
     n_docs: int | None = None,
     at_hand: AtHand | None = None,
-    prefixes: DataFrame | None = None,
+    summaries: DataFrame | None = None,
 ) -> Linked:
     """In: ``keyed`` (``id``, ``fingerprint``, ``n_chars``, optionally ``text_hash``: xxhash64 of the text,
     which spares a join with ``texts``) of the fingerprinted documents; when the rule checks texts, their
@@ -80,8 +81,8 @@ def link(
 
     ``n_docs``: the number of rows of ``keyed`` when known; at most ``local_max_documents`` of them are
     linked on the driver (``core.link_local``: the same pairs, clusters and statistics), which takes the
-    fingerprints and texts from ``at_hand`` when the caller holds them. ``prefixes`` (``id``,
-    ``check_prefix``): the prefixes the fingerprint pass emitted for the text check
+    fingerprints and texts from ``at_hand`` when the caller holds them. ``summaries`` (``id``,
+    ``check_summary``): what the fingerprint pass emitted for the text check's filter
     (``transforms.verify.drop_unreachable``)."""
     if on_driver(keyed, params, n_docs):
         if at_hand is not None:
@@ -89,7 +90,7 @@ def link(
             return link_on_driver(keyed, params, ctx, documents=held, fetch=at_hand.texts)
         collected = partial(collect_documents, keyed, titles, params.rule)
         return link_on_driver(keyed, params, ctx, documents=collected, fetch=texts_of(texts))
-    return _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, prefixes=prefixes)
+    return _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, summaries=summaries)
 
 
 def _link_in_spark(
@@ -99,10 +100,10 @@ def _link_in_spark(
     *,
     texts: DataFrame | None,
     titles: DataFrame | None,
-    prefixes: DataFrame | None,
+    summaries: DataFrame | None,
 ) -> Linked:
     and_titles = titles if params.title_rule == "and" else None
-    found = _find(keyed, params, ctx, texts=texts, titles=and_titles, prefixes=prefixes)
+    found = _find(keyed, params, ctx, texts=texts, titles=and_titles, summaries=summaries)
     if params.title_rule == "or":
         assert titles is not None
         with ctx.stage("titles"):
@@ -284,19 +285,20 @@ def _accepted(
     lengths: DataFrame,
     texts: DataFrame | None,
     titles: DataFrame | None,
-    prefixes: DataFrame | None,
+    summaries: DataFrame | None,
     n_candidates: int,
     few_candidates: bool,
 ) -> tuple[DataFrame, int, int | None]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
-    number of forest edges, and how many of the ``n_candidates`` candidates the prefixes rejected (None
-    without them). ``few_candidates``: few enough for the driver to broadcast their ids. With
-    ``prefixes``, the candidates whose prefixes show they cannot pass the check are dropped first, in joins
-    of the prefixes alone, so only the texts of the others are joined."""
+    number of forest edges, and how many of the ``n_candidates`` candidates the check filter rejected (None
+    without it). ``few_candidates``: few enough for the driver to broadcast their ids. With ``summaries``,
+    the candidates whose summaries show they need not be checked are dropped first, in joins of the
+    summaries alone, so only the texts of the others are joined."""
     rejected = None
-    if prefixes is not None and rule.verify.enabled:
+    check = requested(rule.verify)
+    if summaries is not None and check is not None and rule.verify.enabled:
         candidates = ctx.persist(
-            drop_unreachable(candidates, rule=rule, prefixes=prefixes, few=few_candidates)
+            drop_unreachable(candidates, rule=rule, check=check, summaries=summaries, few=few_candidates)
         )
         rejected = n_candidates - candidates.count()
     rep_pairs = accept_pairs(
@@ -322,7 +324,7 @@ def _find(
     *,
     texts: DataFrame | None,
     titles: DataFrame | None,
-    prefixes: DataFrame | None = None,
+    summaries: DataFrame | None = None,
 ) -> _Found:
     """Duplicate pairs among ``keyed`` (one fingerprint per document), with the statistics of each step."""
     rule, k, limit = params.rule, params.rule.largest_k, params.pairs_max_group
@@ -341,7 +343,7 @@ def _find(
             design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):
-        rep_pairs, forest_edges, prefix_rejected = _accepted(
+        rep_pairs, forest_edges, filter_rejected = _accepted(
             candidates,
             ident,
             design,
@@ -350,7 +352,7 @@ def _find(
             lengths=lengths,
             texts=texts,
             titles=titles,
-            prefixes=prefixes,
+            summaries=summaries,
             n_candidates=within_k,
             few_candidates=within_k <= params.local_max_edges,
         )
@@ -363,6 +365,7 @@ def _find(
         star_edges(ident.members)
     )
     stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
-    if prefix_rejected is not None:  # the check read only the pairs whose prefixes meet
-        stats["verify"].update(prefix_filter=True, prefix_rejected=prefix_rejected)
+    check = requested(rule.verify)
+    if filter_rejected is not None and check is not None:  # the check read only the pairs its filter kept
+        stats["verify"].update({f"{check.kind}_filter": True, f"{check.kind}_rejected": filter_rejected})
     return _Found(pairs, edges, n_pairs, stats)

@@ -106,7 +106,7 @@ def dedup(
     looked, at_hand = None, fp_pass.at_hand
     if index is not None:
         looked, fps, status_counts, at_hand = index_lookup(index, fp_pass, cfg, ctx)
-    keyed, texts, titles, prefixes = link_inputs(fps, docs, cfg, looked, fp_pass.prefixes)
+    keyed, texts, titles, summaries = link_inputs(fps, docs, cfg, looked, fp_pass.summaries)
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     linked = link(
         keyed,
@@ -116,7 +116,7 @@ def dedup(
         titles=titles,
         n_docs=n_linked(status_counts, looked),
         at_hand=at_hand,
-        prefixes=prefixes,
+        summaries=summaries,
     )
     with ctx.stage("assemble"):
         out = assemble(fps, linked, looked, fp_pass.at_hand, cfg, ctx, status_counts)

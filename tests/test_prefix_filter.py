@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_spark import columns as C
-from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions, prefix_threshold
+from simhash_spark.core.check_filter import PREFIX, SKETCH, CheckFilter
+from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions, check_filter
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.prefix_filter import (
     from_bytes,
@@ -22,6 +23,7 @@ from simhash_spark.core.prefix_filter import (
 from simhash_spark.core.shingles import ShortTextOptions, char_ngram_hashes, hashed_jaccard
 from simhash_spark.core.verify import VerifyOptions, similarities
 
+PREFIX_08 = CheckFilter(PREFIX, 0.8)
 ALPHABET = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你能"
 
 
@@ -76,14 +78,17 @@ def _corpus(seed: int = 7) -> list[str | None]:
 
 def test_prefixes_are_emitted_only_when_asked_for_and_the_features_are_the_checks_ngrams():
     model, on = ModelOptions(), VerifyOptions(prefix_filter=True)
-    assert prefix_threshold(model, replace(on, min_similarity=0.7)) == 0.7
-    assert prefix_threshold(model, VerifyOptions()) is None  # off by default
-    assert prefix_threshold(model, replace(on, measure="edit")) is None
-    assert prefix_threshold(model, replace(on, ngram_size=3)) is None
+    assert check_filter(model, replace(on, min_similarity=0.7)) == CheckFilter(PREFIX, 0.7)
+    sketch = replace(VerifyOptions(sketch_filter=True), min_similarity=0.7)
+    assert check_filter(model, sketch) == CheckFilter(SKETCH, 0.7)
+    assert check_filter(model, VerifyOptions()) is None  # off by default
+    assert check_filter(model, replace(on, measure="edit")) is None
+    assert check_filter(model, replace(on, ngram_size=3)) is None
+    assert check_filter(model, replace(sketch, ngram_size=3)) is None
     other_hash = replace(model, fingerprint=replace(model.fingerprint, hash="xxhash64"))
-    assert prefix_threshold(other_hash, on) is None
+    assert check_filter(other_hash, on) is None
     words = replace(model, features=replace(model.features, mode="word"))
-    assert prefix_threshold(words, on) is None
+    assert check_filter(words, on) is None
 
 
 def test_a_prefix_filter_the_features_cannot_serve_is_a_config_error_naming_the_key():
@@ -93,34 +98,35 @@ def test_a_prefix_filter_the_features_cannot_serve_is_a_config_error_naming_the_
     assert load_config(overrides=["verify.prefix_filter=true"]).verify.prefix_filter
     with pytest.raises(ConfigError, match=r"verify\.prefix_filter: needs features\.ngram_size"):
         load_config(overrides=["verify.prefix_filter=true", "verify.ngram_size=4"])
+    with pytest.raises(ConfigError, match=r"verify\.sketch_filter: needs verify\.measure"):
+        load_config(overrides=["verify.sketch_filter=true", 'verify.measure="edit"'])
+    with pytest.raises(ConfigError, match=r"verify\.prefix_filter and verify\.sketch_filter: choose one"):
+        load_config(overrides=["verify.sketch_filter=true", "verify.prefix_filter=true"])
 
 
 def test_the_fingerprinter_emits_each_documents_prefix_and_the_same_fingerprints():
     docs = _corpus()
     model = replace(ModelOptions(), short_texts=ShortTextOptions(below_letters=10, ngram_size=2))
     plain = Fingerprinter(model).batch(docs)
-    fp = Fingerprinter(model, 0.8)
+    fp = Fingerprinter(model, PREFIX_08)
     first, again = fp.batch(docs), fp.batch(docs)  # the second batch is answered from the memo
-    assert plain.prefix is None
+    assert plain.check_summary is None
     for res in (first, again):
         assert res.fingerprint.tolist() == plain.fingerprint.tolist() and res.status == plain.status
-        assert res.prefix is not None
-        for text, prefix in zip(docs, res.prefix, strict=True):
+        assert res.check_summary is not None
+        for text, prefix in zip(docs, res.check_summary, strict=True):
             if text is None or text == "短文本":  # null; a short text is checked on the short n
                 assert prefix is None
                 continue
             hashes = char_ngram_hashes(normalize(text, model.normalize).text, 5)[0]
-            assert prefix is not None and prefix.tolist() == ngram_prefix(hashes, 0.8).tolist()
-    assert first.prefix is not None
-    assert may_pass(first.prefix[0], first.prefix[1]) and not may_pass(first.prefix[0], first.prefix[3])
+            assert prefix is not None and prefix == to_bytes(ngram_prefix(hashes, 0.8))
+    held = [from_bytes(p) for p in first.check_summary or [] if p is not None]
+    assert may_pass(held[0], held[1]) and not may_pass(held[0], held[3])
 
 
 def test_stored_prefixes_reject_only_pairs_the_check_fails():
     docs = [d for d in _corpus(5) if d is not None]
-    stored = [
-        None if p is None else to_bytes(p)
-        for p in Fingerprinter(ModelOptions(), 0.8).batch(docs).prefix or []
-    ]
+    stored = [p for p in Fingerprinter(ModelOptions(), PREFIX_08).batch(docs).check_summary or []]
     pairs = [(a, b) for a in range(len(docs)) for b in range(a + 1, len(docs))]
     scores = similarities(
         [docs[a] for a, _ in pairs], [docs[b] for _, b in pairs], VerifyOptions(), NormalizeOptions()
@@ -131,13 +137,11 @@ def test_stored_prefixes_reject_only_pairs_the_check_fails():
     assert not meet[~passing].all()  # and some of the others: unrelated documents
     # a document without a stored prefix (an index entry) is checked whatever the other holds
     assert stored_prefixes_meet([None, stored[0], None], [stored[1], None, None]).tolist() == [True] * 3
-    assert (
-        from_bytes(stored[0]).tolist()
-        == Fingerprinter(ModelOptions(), 0.8).batch(docs[:1]).prefix[0].tolist()
-    )
+    assert stored[0] == (Fingerprinter(ModelOptions(), PREFIX_08).batch(docs[:1]).check_summary or [])[0]
 
 
-def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
+@pytest.mark.parametrize("check", [PREFIX_08, CheckFilter(SKETCH, 0.8)], ids=[PREFIX, SKETCH])
+def test_the_verify_stage_gives_the_same_pairs_with_the_check_filter(spark, check):
     from simhash_spark.core.rules import PairRule
     from simhash_spark.core.verify import ThresholdPolicy
     from simhash_spark.transforms.fingerprint import add_fingerprints
@@ -145,12 +149,12 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
 
     docs = _corpus(11)
     frame = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
-    fps = add_fingerprints(frame, model=ModelOptions(), prefix_threshold=0.8).collect()
-    core = Fingerprinter(ModelOptions(), 0.8).batch(docs).prefix
-    assert core is not None  # the UDF hands the core's prefixes to Spark unchanged
-    assert [r["check_prefix"] for r in fps] == [None if p is None else to_bytes(p) for p in core]
+    fps = add_fingerprints(frame, model=ModelOptions(), check=check).collect()
+    core = Fingerprinter(ModelOptions(), check).batch(docs).check_summary
+    assert core is not None  # the UDF hands the core's summaries to Spark unchanged
+    assert [r["check_summary"] for r in fps] == core
     prefixes = spark.createDataFrame(
-        [(r["id"], r["check_prefix"]) for r in fps], "id long, check_prefix binary"
+        [(r["id"], r["check_summary"]) for r in fps], "id long, check_summary binary"
     )
     n = len(docs)
     cands = spark.createDataFrame(
@@ -160,17 +164,18 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_prefixes(spark):
     lengths = spark.createDataFrame([(i, 300) for i in range(n)], "id long, n_chars int")
     for few in (False, True):
         args = {"rule": rule, "lengths": lengths, "texts": frame, "few": few}
-        kept = drop_unreachable(cands, rule=rule, prefixes=prefixes, few=few)
+        kept = drop_unreachable(cands, rule=rule, check=check, summaries=prefixes, few=few)
         assert 3 <= kept.count() < cands.count()  # unrelated documents' pairs are dropped
         filtered = accept_pairs(kept, **args).collect()
         assert sorted(filtered) == sorted(accept_pairs(cands, **args).collect())
         assert {(r["id_a"], r["id_b"]) for r in filtered} == {(0, 1), (0, 6), (1, 6)}
     # pairs the rule accepts unchecked stay, and so do pairs of a document without a prefix
     unchecked = PairRule(ThresholdPolicy(12), VerifyOptions(accept_distance=6), NormalizeOptions())
-    assert drop_unreachable(cands, rule=unchecked, prefixes=prefixes).count() == cands.count()
+    assert drop_unreachable(cands, rule=unchecked, check=check, summaries=prefixes).count() == cands.count()
     without_0 = prefixes.where("id != 0")
     kept_ids = {
-        (r["id_a"], r["id_b"]) for r in drop_unreachable(cands, rule=rule, prefixes=without_0).collect()
+        (r["id_a"], r["id_b"])
+        for r in drop_unreachable(cands, rule=rule, check=check, summaries=without_0).collect()
     }
     assert {(0, b) for b in range(1, n)} <= kept_ids
 
@@ -189,7 +194,7 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(
         outputs.append(
             (sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats)
         )
-        assert C.PREFIX not in res.documents.columns
+        assert C.CHECK_SUMMARY not in res.documents.columns
         res.unpersist()
     (pairs_off, docs_off, stats_off), (pairs_on, docs_on, stats_on) = outputs
     assert pairs_on == pairs_off and docs_on == docs_off and stats_off["verify"]["passed"] > 0

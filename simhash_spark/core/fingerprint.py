@@ -11,10 +11,10 @@ import xxhash
 
 from simhash_spark.core.batch_text import flat_rows
 from simhash_spark.core.char_table import CharTable, char_table
+from simhash_spark.core.check_filter import CheckFilter, requested
 from simhash_spark.core.features import FeatureExtractor, FeatureOptions
 from simhash_spark.core.hashing import hash_many
 from simhash_spark.core.normalize import NormalizeOptions, normalize
-from simhash_spark.core.prefix_filter import ngram_prefix
 from simhash_spark.core.shingles import (
     ShortTextOptions,
     char_shingles,
@@ -67,9 +67,9 @@ class FingerprintBatch:
     status: list[str]
     n_chars: np.ndarray  # int64 letters (shingles.letters) after normalization (0 for null text)
     n_features: np.ndarray  # int64
-    # with a prefix threshold: each row's check prefix (uint32; None for a short text or a row without
-    # features), else None
-    prefix: list[np.ndarray | None] | None = None
+    # with a check filter: what each row keeps for it (None for a short text or a row without features),
+    # else None
+    check_summary: list[bytes | None] | None = None
 
 
 class Fingerprinter:
@@ -84,16 +84,16 @@ class Fingerprinter:
     fingerprint, so boilerplate repeated across a corpus costs one jieba pass per worker instead of one
     per copy. Results are the same either way.
 
-    ``prefix_threshold`` (the function of that name below: the features are the check's n-grams): each
-    row also gets the prefix of its feature hashes the text check filters with.
+    ``check`` (``check_filter`` below: the features are the check's n-grams): each row also gets what the
+    text check filters its pairs with (``CheckFilter.summary`` of its feature hashes).
     """
 
-    def __init__(self, model: ModelOptions, prefix_threshold: float | None = None) -> None:
+    def __init__(self, model: ModelOptions, check: CheckFilter | None = None) -> None:
         self.model = model
-        self.prefix_threshold = prefix_threshold
+        self.check = check
         self.extractor = FeatureExtractor(model.features, model.tokenizer)
-        # key -> (fingerprint, n_features, prefix)
-        self._memo: OrderedDict[bytes, tuple[int, int, np.ndarray | None]] = OrderedDict()
+        # key -> (fingerprint, n_features, check summary)
+        self._memo: OrderedDict[bytes, tuple[int, int, bytes | None]] = OrderedDict()
         feats = model.features
         # char n-grams hashed with mix64: every n-gram of a document in a few numpy operations
         self._vectorized = feats.mode == "char_ngram" and model.fingerprint.hash == "mix64"
@@ -102,7 +102,7 @@ class Fingerprinter:
             char_table(model.normalize) if self._vectorized and model.normalize.variants == "none" else None
         )
 
-    def _remember(self, key: bytes, value: tuple[int, int, np.ndarray | None]) -> None:
+    def _remember(self, key: bytes, value: tuple[int, int, bytes | None]) -> None:
         self._memo[key] = value
         if len(self._memo) > self.model.fingerprint.memo_size:
             self._memo.popitem(last=False)
@@ -183,7 +183,7 @@ class Fingerprinter:
             hit = self._memo.get(key)
             if hit is not None:
                 self._memo.move_to_end(key)
-                st.out[i], n_feats, st.prefixes[i] = hit
+                st.out[i], n_feats, st.summaries[i] = hit
                 st.statuses[i] = NO_FEATURES if not n_feats else (TRUNCATED if norm.truncated else OK)
                 st.counts[i] = n_feats
                 return
@@ -199,9 +199,9 @@ class Fingerprinter:
         texts = [text for _, text, _, _ in st.queued]
         kept = [cps for _, _, cps, _ in st.queued]
         for (i, _, cps, truncated), (h, w) in zip(st.queued, self.hashed_features(texts, kept), strict=True):
-            if self.prefix_threshold is not None and len(h) and not self._is_short(len(cps)):
-                # the check compares two texts of this length on the same n-grams: their prefixes decide
-                st.prefixes[i] = ngram_prefix(h, self.prefix_threshold)
+            if self.check is not None and len(h) and not self._is_short(len(cps)):
+                # the check compares two texts of this length on the same n-grams (sorted, distinct)
+                st.summaries[i] = self.check.summary(h)
             st.hash_parts.append(h)
             st.weight_parts.append(w)
             st.counts[i] = len(h)
@@ -223,9 +223,9 @@ class Fingerprinter:
         fresh_rows = vote_counts > 0
         st.out[fresh_rows] = fps[fresh_rows]
         for i, key in st.fresh:
-            self._remember(key, (int(st.out[i]), int(st.counts[i]), st.prefixes[i]))
+            self._remember(key, (int(st.out[i]), int(st.counts[i]), st.summaries[i]))
         for i, src, truncated in st.copies:
-            st.out[i], st.counts[i], st.prefixes[i] = st.out[src], st.counts[src], st.prefixes[src]
+            st.out[i], st.counts[i], st.summaries[i] = st.out[src], st.counts[src], st.summaries[src]
             st.statuses[i] = NO_FEATURES if not st.counts[i] else (TRUNCATED if truncated else OK)
         return FingerprintBatch(
             fingerprint=to_signed(st.out),
@@ -233,7 +233,7 @@ class Fingerprinter:
             status=st.statuses,
             n_chars=st.n_chars,
             n_features=st.counts,
-            prefix=st.prefixes if self.prefix_threshold is not None else None,
+            check_summary=st.summaries if self.check is not None else None,
         )
 
 
@@ -245,7 +245,7 @@ class _BatchState:
         self.n_chars = np.zeros(n, dtype=np.int64)
         self.counts = np.zeros(n, dtype=np.int64)
         self.out = np.zeros(n, dtype=np.uint64)
-        self.prefixes: list[np.ndarray | None] = [None] * n
+        self.summaries: list[bytes | None] = [None] * n
         # rows to compute, in order: (row, normalized text, its compact code points, truncated)
         self.queued: list[tuple[int, str, np.ndarray, bool]] = []
         self.hash_parts: list[np.ndarray] = []  # per computed row: its feature hashes and weights
@@ -255,7 +255,7 @@ class _BatchState:
         self.copies: list[tuple[int, int, bool]] = []  # (row, row it copies, truncated)
 
 
-def prefix_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | None:
+def check_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | None:
     """Why the fingerprint's features are not the check's n-grams (another measure, feature mode, hash or
     n), or ``None`` when they are. The check must normalize as ``model`` does (one ``normalize`` section
     serves both)."""
@@ -269,9 +269,10 @@ def prefix_filter_problem(model: ModelOptions, verify: VerifyOptions) -> str | N
     return None
 
 
-def prefix_threshold(model: ModelOptions, verify: VerifyOptions) -> float | None:
-    """The Jaccard threshold whose prefixes the fingerprint pass emits for the check, or ``None`` when
-    ``verify.prefix_filter`` is off or the features are not the check's n-grams."""
-    if not verify.prefix_filter or prefix_filter_problem(model, verify) is not None:
+def check_filter(model: ModelOptions, verify: VerifyOptions) -> CheckFilter | None:
+    """The filter whose summaries the fingerprint pass emits for the check, or ``None`` when
+    ``verify.prefix_filter`` and ``verify.sketch_filter`` are off or the features are not the check's
+    n-grams."""
+    if check_filter_problem(model, verify) is not None:
         return None
-    return verify.min_similarity
+    return requested(verify)

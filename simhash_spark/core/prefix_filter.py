@@ -9,7 +9,7 @@ elements can only keep a pair for the check, never reject one.
 
 With the default features (character n-grams hashed with mix64, on the n the check uses) a document's
 fingerprint features *are* the check's n-gram hashes, so the fingerprint pass emits the prefix at almost
-no cost (``core.fingerprint.prefix_threshold`` says when), and the check normalizes and compares the texts of a pair only
+no cost (``core.fingerprint.check_filter`` says when), and the check normalizes and compares the texts of a pair only
 when its prefixes meet.
 """
 

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
+from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.fingerprint import (
     FINGERPRINTED,
     INVALID_UTF8,
@@ -24,7 +25,6 @@ from simhash_spark.core.fingerprint import (
     Fingerprinter,
     ModelOptions,
 )
-from simhash_spark.core.prefix_filter import to_bytes
 from simhash_spark.faults import maybe_fail
 from simhash_spark.transforms.driver_frames import driver_frame
 
@@ -61,15 +61,15 @@ def _localized(model: ModelOptions) -> ModelOptions:
     )
 
 
-def _fingerprint_udf(model: ModelOptions, prefix_threshold: float | None = None) -> Any:
+def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> Any:
     """The fingerprint UDF: Arrow arrays in and out where Spark has Arrow UDFs (4.1 and later; no pandas
-    conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the prefixes)."""
-    schema = _RESULT_SCHEMA + (f", {C.PREFIX} binary" if prefix_threshold is not None else "")
+    conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the check summaries)."""
+    schema = _RESULT_SCHEMA + (f", {C.CHECK_SUMMARY} binary" if check is not None else "")
     if hasattr(F, "arrow_udf"):
 
         @F.arrow_udf(schema)  # type: ignore[call-overload]
         def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-            fp = Fingerprinter(_localized(model), prefix_threshold)
+            fp = Fingerprinter(_localized(model), check)
             maybe_fail("fingerprint")
             for texts in batches:
                 yield _result_struct(fp.batch(texts.to_numpy(zero_copy_only=False).tolist()))
@@ -79,7 +79,7 @@ def _fingerprint_udf(model: ModelOptions, prefix_threshold: float | None = None)
     @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
         # per task; the heavy state inside is cached per worker process
-        fp = Fingerprinter(_localized(model), prefix_threshold)
+        fp = Fingerprinter(_localized(model), check)
         maybe_fail("fingerprint")
         for texts in batches:
             yield _result_frame(fp.batch(texts.where(texts.notna(), None).tolist()))
@@ -95,15 +95,14 @@ def _result_struct(res: FingerprintBatch) -> pa.StructArray:
         pa.array(res.n_chars.astype(np.int32), type=pa.int32()),
     ]
     names = [C.FINGERPRINT, C.STATUS, C.N_CHARS]
-    if res.prefix is not None:
-        arrays.append(pa.array([None if p is None else to_bytes(p) for p in res.prefix], type=pa.binary()))
-        names.append(C.PREFIX)
+    if res.check_summary is not None:
+        arrays.append(pa.array(res.check_summary, type=pa.binary()))
+        names.append(C.CHECK_SUMMARY)
     return pa.StructArray.from_arrays(arrays, names=names)
 
 
 def _result_frame(res: FingerprintBatch) -> pd.DataFrame:
-    """The UDF's result columns (fingerprint nullable; the check prefixes, as the bytes of their uint32
-    values, when the batch has them)."""
+    """The UDF's result columns (fingerprint nullable; the check summaries when the batch has them)."""
     out = pd.DataFrame(
         {
             C.FINGERPRINT: pd.arrays.IntegerArray(res.fingerprint, ~res.has_fingerprint),
@@ -111,8 +110,8 @@ def _result_frame(res: FingerprintBatch) -> pd.DataFrame:
             C.N_CHARS: res.n_chars.astype("int32"),
         }
     )
-    if res.prefix is not None:
-        out[C.PREFIX] = pd.Series([None if p is None else to_bytes(p) for p in res.prefix], dtype=object)
+    if res.check_summary is not None:
+        out[C.CHECK_SUMMARY] = pd.Series(res.check_summary, dtype=object)
     return out
 
 
@@ -161,15 +160,15 @@ def add_fingerprints(
     *,
     model: ModelOptions,
     extra: tuple[str, ...] = (),
-    prefix_threshold: float | None = None,
+    check: CheckFilter | None = None,
 ) -> DataFrame:
     """Fingerprint every document.
 
     In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
     Out: ``id``, ``fingerprint`` (LONG, null unless the status is fingerprinted), ``fingerprint_hex``,
-    ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``prefix_threshold``
-    (``core.fingerprint.prefix_threshold``) ``check_prefix`` (binary, ``core.prefix_filter.to_bytes``;
-    null for a short text or a row without features). One row per input row.
+    ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``check``
+    (``core.fingerprint.check_filter``) ``check_summary`` (binary, ``CheckFilter.summary``; null for a
+    short text or a row without features). One row per input row.
     Invalid UTF-8 (which Arrow cannot hand to Python) is repaired on the JVM side first and the row's
     status says so.
     """
@@ -177,8 +176,8 @@ def add_fingerprints(
     # checked once: the check scans every byte, and the optimizer keeps a column used twice computed once
     checked = docs.select("*", _is_invalid_utf8(text).alias(_INVALID))
     repaired = F.when(F.col(_INVALID), _made_valid(text)).otherwise(text)
-    res = checked.select("*", _fingerprint_udf(model, prefix_threshold)(repaired).alias("_fp"))
-    prefix = [F.col(f"_fp.{C.PREFIX}").alias(C.PREFIX)] if prefix_threshold is not None else []
+    res = checked.select("*", _fingerprint_udf(model, check)(repaired).alias("_fp"))
+    summary = [F.col(f"_fp.{C.CHECK_SUMMARY}").alias(C.CHECK_SUMMARY)] if check is not None else []
     status = F.col(f"_fp.{C.STATUS}")
     return res.select(
         F.col(C.ID),
@@ -189,7 +188,7 @@ def add_fingerprints(
         .alias(C.STATUS),
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
         *[F.col(c) for c in extra],
-        *prefix,
+        *summary,
     )
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.prefix_filter import stored_prefixes_meet
+from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, similarities
 
@@ -79,36 +79,37 @@ def _similarity_udf(rule: PairRule) -> Any:
     return similarity
 
 
-def _prefixes_meet_udf() -> Any:
-    """``core.prefix_filter.stored_prefixes_meet`` of two binary columns (built when used, in the session's
-    flavour: classic or Spark Connect)."""
+def _may_pass_udf(check: CheckFilter) -> Any:
+    """``CheckFilter.may_pass`` of two binary columns (built when used, in the session's flavour: classic
+    or Spark Connect)."""
 
     @pandas_udf("boolean")  # type: ignore[call-overload]
-    def prefixes_meet(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+    def may_pass(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
         for a, b in batches:
-            yield pd.Series(stored_prefixes_meet(_values(a), _values(b)))
+            yield pd.Series(check.may_pass(_values(a), _values(b)))
 
-    return prefixes_meet
+    return may_pass
 
 
 def drop_unreachable(
-    candidates: DataFrame, *, rule: PairRule, prefixes: DataFrame, few: bool = False
+    candidates: DataFrame, *, rule: PairRule, check: CheckFilter, summaries: DataFrame, few: bool = False
 ) -> DataFrame:
-    """The candidates but those the text check would test whose prefixes do not meet: they cannot pass it
-    (``core.prefix_filter``), so their texts need not be joined at all. Pairs the rule accepts without
-    the check, and pairs with a document without a prefix, are kept.
+    """The candidates but those the text check would test that ``check`` drops: prefixes that do not meet
+    (they cannot pass, ``core.prefix_filter``) or sketches that barely agree (``core.sketch_filter``), so
+    their texts need not be joined at all. Pairs the rule accepts without the check, and pairs with a
+    document without a summary, are kept.
 
-    In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``prefixes`` (``id``, ``check_prefix``: what the
-    fingerprint pass emitted for this rule's check); ``few`` as ``accept_pairs``. Out: ``id_a``, ``id_b``,
+    In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``summaries`` (``id``, ``check_summary``: what
+    the fingerprint pass emitted for ``check``); ``few`` as ``accept_pairs``. Out: ``id_a``, ``id_b``,
     ``distance``."""
     pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     if not rule.verify.enabled:
         return pairs
-    rows = _rows_of_pairs(pairs, prefixes) if few else prefixes
-    with_prefixes = _by_pair(pairs, rows, C.PREFIX, "prefix")
-    meet = _prefixes_meet_udf()(F.col("_aprefix"), F.col("_bprefix"))
-    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | meet
-    return with_prefixes.where(keep).select(C.ID_A, C.ID_B, C.DISTANCE)
+    rows = _rows_of_pairs(pairs, summaries) if few else summaries
+    with_summaries = _by_pair(pairs, rows, C.CHECK_SUMMARY, "summary")
+    may_pass = _may_pass_udf(check)(F.col("_asummary"), F.col("_bsummary"))
+    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | may_pass
+    return with_summaries.where(keep).select(C.ID_A, C.ID_B, C.DISTANCE)
 
 
 def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
@@ -121,7 +122,7 @@ def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> Dat
 
 def _rows_of_pairs(pairs: DataFrame, side: DataFrame) -> DataFrame:
     """``side``'s rows of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every
-    other row (text, prefix) before the joins shuffle and sort what is left."""
+    other row (text, check summary) before the joins shuffle and sort what is left."""
     ids = pairs.select(F.col(C.ID_A).alias(C.ID)).unionByName(pairs.select(F.col(C.ID_B).alias(C.ID)))
     return side.join(F.broadcast(ids), on=C.ID, how="left_semi")
 
