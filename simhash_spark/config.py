@@ -400,14 +400,13 @@ def _check_cross_fields(cfg: Config) -> None:
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
-    if cfg.verify.prefix_filter and cfg.verify.sketch_filter:
-        raise ConfigError("verify.prefix_filter and verify.sketch_filter: choose one (both are on)")
+
     from simhash_spark.core.fingerprint import check_filter_problem
 
-    for key, on in (("prefix_filter", cfg.verify.prefix_filter), ("sketch_filter", cfg.verify.sketch_filter)):
-        problem = check_filter_problem(cfg.model, cfg.verify) if on else None
-        if problem is not None:
-            raise ConfigError(f"verify.{key}: {problem}")
+    # the sketch filter (on by default) only applies where it can; the prefix filter is asked for
+    problem = check_filter_problem(cfg.model, cfg.verify) if cfg.verify.prefix_filter else None
+    if problem is not None:
+        raise ConfigError(f"verify.prefix_filter: {problem}")
 
 
 def from_mapping(data: Mapping[str, Any]) -> Config:

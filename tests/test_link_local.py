@@ -62,8 +62,10 @@ def _run(spark, raw, overrides, local_max, in_task_max=10_000_000):
         "pairs": _rows(res.pairs),
         "clusters": _rows(res.clusters),
         # where the fingerprints, the band join and the components ran differ by design; nothing else may
+        # (and the Spark steps drop unrelated pairs by their sketches before the check: verify.sketch_*)
         "stats": {k: v for k, v in res.stats.items() if k not in ("components_method", "fingerprinted_on")}
-        | {"bands": {k: v for k, v in res.stats["bands"].items() if k != "join"}},
+        | {"bands": {k: v for k, v in res.stats["bands"].items() if k != "join"}}
+        | {"verify": {k: v for k, v in res.stats["verify"].items() if not k.startswith("sketch_")}},
         "join": res.stats["bands"]["join"],
         "stages": list(res.timings),
     }

@@ -77,11 +77,12 @@ def _corpus(seed: int = 7) -> list[str | None]:
 
 
 def test_prefixes_are_emitted_only_when_asked_for_and_the_features_are_the_checks_ngrams():
-    model, on = ModelOptions(), VerifyOptions(prefix_filter=True)
+    model, on = ModelOptions(), VerifyOptions(prefix_filter=True)  # the prefix replaces the sketch
     assert check_filter(model, replace(on, min_similarity=0.7)) == CheckFilter(PREFIX, 0.7)
     sketch = replace(VerifyOptions(sketch_filter=True), min_similarity=0.7)
     assert check_filter(model, sketch) == CheckFilter(SKETCH, 0.7)
-    assert check_filter(model, VerifyOptions()) is None  # off by default
+    assert check_filter(model, VerifyOptions()) == CheckFilter(SKETCH, 0.8)  # the sketch, by default
+    assert check_filter(model, VerifyOptions(sketch_filter=False)) is None
     assert check_filter(model, replace(on, measure="edit")) is None
     assert check_filter(model, replace(on, ngram_size=3)) is None
     assert check_filter(model, replace(sketch, ngram_size=3)) is None
@@ -98,10 +99,8 @@ def test_a_prefix_filter_the_features_cannot_serve_is_a_config_error_naming_the_
     assert load_config(overrides=["verify.prefix_filter=true"]).verify.prefix_filter
     with pytest.raises(ConfigError, match=r"verify\.prefix_filter: needs features\.ngram_size"):
         load_config(overrides=["verify.prefix_filter=true", "verify.ngram_size=4"])
-    with pytest.raises(ConfigError, match=r"verify\.sketch_filter: needs verify\.measure"):
-        load_config(overrides=["verify.sketch_filter=true", 'verify.measure="edit"'])
-    with pytest.raises(ConfigError, match=r"verify\.prefix_filter and verify\.sketch_filter: choose one"):
-        load_config(overrides=["verify.sketch_filter=true", "verify.prefix_filter=true"])
+    # the sketch filter, on by default, applies only where it can: no error for other measures or features
+    assert load_config(overrides=['verify.measure="edit"']).verify.sketch_filter
 
 
 def test_the_fingerprinter_emits_each_documents_prefix_and_the_same_fingerprints():
@@ -189,7 +188,12 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(
     raw = spark.createDataFrame(generate(300, seed=3).to_pandas())
     outputs = []
     for on in ("false", "true"):
-        cfg = load_config(overrides=["cluster.local_max_documents=0", f"verify.prefix_filter={on}"])
+        overrides = [
+            "cluster.local_max_documents=0",
+            "verify.sketch_filter=false",
+            f"verify.prefix_filter={on}",
+        ]
+        cfg = load_config(overrides=overrides)
         res = dedup(spark, raw, cfg)
         outputs.append(
             (sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats)

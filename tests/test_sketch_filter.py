@@ -21,6 +21,7 @@ from simhash_spark.core.sketch_filter import (
     agreements,
     min_agreements,
     ngram_sketch,
+    ngram_sketches,
     stored_sketches_may_pass,
 )
 from simhash_spark.core.verify import VerifyOptions, similarities
@@ -43,6 +44,13 @@ def naive_sketch(hashes: list[int]) -> bytes:
 def test_a_sketch_holds_one_byte_of_each_bins_smallest_hash(values):
     hashes = sorted(values)
     assert ngram_sketch(np.array(hashes, dtype=np.uint64)) == naive_sketch(hashes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sets(st.integers(min_value=0, max_value=2**64 - 1), max_size=80), max_size=12))
+def test_sketches_of_a_batch_are_each_documents_sketch(documents):
+    arrays = [np.array(sorted(d), dtype=np.uint64) for d in documents]
+    assert ngram_sketches(arrays) == [ngram_sketch(a) for a in arrays]
 
 
 def _tail_below(a: int, t: float) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simhash_spark.core.prefix_filter import ngram_prefix, stored_prefixes_meet, to_bytes
-from simhash_spark.core.sketch_filter import ngram_sketch, stored_sketches_may_pass
+from simhash_spark.core.sketch_filter import ngram_sketch, ngram_sketches, stored_sketches_may_pass
 from simhash_spark.core.verify import VerifyOptions
 
 PREFIX = "prefix"
@@ -29,6 +29,12 @@ class CheckFilter:
             return to_bytes(ngram_prefix(sorted_distinct, self.min_similarity))
         return ngram_sketch(sorted_distinct)
 
+    def summaries(self, sorted_distinct: Sequence[np.ndarray]) -> list[bytes]:
+        """``summary`` of each of many documents (the sketches a batch at a time)."""
+        if self.kind == PREFIX:
+            return [self.summary(h) for h in sorted_distinct]
+        return ngram_sketches(sorted_distinct)
+
     def may_pass(self, stored_a: Sequence[bytes | None], stored_b: Sequence[bytes | None]) -> np.ndarray:
         """Element-wise over pairs of summaries: False for a pair to drop; True where it may pass the
         check, and where either document has no summary."""
@@ -38,6 +44,7 @@ class CheckFilter:
 
 
 def requested(verify: VerifyOptions) -> CheckFilter | None:
-    """The filter ``verify.prefix_filter`` or ``verify.sketch_filter`` asks for (config allows one)."""
+    """The filter ``verify.prefix_filter`` or ``verify.sketch_filter`` asks for: the exact prefix when
+    asked for, which replaces the sketch (on by default)."""
     kind = PREFIX if verify.prefix_filter else SKETCH if verify.sketch_filter else None
     return None if kind is None else CheckFilter(kind, verify.min_similarity)

@@ -198,10 +198,11 @@ class Fingerprinter:
         """The features of every row the batch computes (in row order, as the vote reads them)."""
         texts = [text for _, text, _, _ in st.queued]
         kept = [cps for _, _, cps, _ in st.queued]
+        summarized: list[tuple[int, np.ndarray]] = []
         for (i, _, cps, truncated), (h, w) in zip(st.queued, self.hashed_features(texts, kept), strict=True):
             if self.check is not None and len(h) and not self._is_short(len(cps)):
                 # the check compares two texts of this length on the same n-grams (sorted, distinct)
-                st.summaries[i] = self.check.summary(h)
+                summarized.append((i, h))
             st.hash_parts.append(h)
             st.weight_parts.append(w)
             st.counts[i] = len(h)
@@ -209,6 +210,11 @@ class Fingerprinter:
                 st.statuses[i] = NO_FEATURES
             elif truncated:
                 st.statuses[i] = TRUNCATED
+        if self.check is not None and summarized:
+            for (i, _), summary in zip(
+                summarized, self.check.summaries([h for _, h in summarized]), strict=True
+            ):
+                st.summaries[i] = summary
 
     def _vote(self, st: _BatchState) -> FingerprintBatch:
         """One vectorized vote over every queued row, then the memo and the in-batch copies."""

@@ -44,6 +44,24 @@ def ngram_sketch(sorted_distinct: np.ndarray) -> bytes:
     return out.tobytes()
 
 
+def ngram_sketches(sorted_distinct: Sequence[np.ndarray]) -> list[bytes]:
+    """``ngram_sketch`` of each of many documents, in a few array operations over all of them."""
+    if not sorted_distinct:
+        return []
+    lengths = np.array([len(h) for h in sorted_distinct], dtype=np.int64)
+    flat = np.concatenate(sorted_distinct).astype(np.uint64, copy=False)
+    # each document's hashes are sorted, so (document, bin) keys never decrease along the flat array and
+    # the first hash of each key is its bin's smallest
+    keys = np.repeat(np.arange(len(lengths), dtype=np.int64) * BINS, lengths) + (flat >> _SHIFT).astype(
+        np.int64
+    )
+    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if len(keys) else keys
+    out = np.zeros(len(lengths) * BINS, dtype=np.uint8)
+    out[keys[first]] = (flat[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
+    block = out.tobytes()
+    return [block[i * BINS : (i + 1) * BINS] for i in range(len(lengths))]
+
+
 @lru_cache(maxsize=64)
 def min_agreements(min_similarity: float) -> int:
     """The fewest agreeing bins a pair needs to be kept: the largest a such that a pair at Jaccard

@@ -48,7 +48,7 @@ class VerifyOptions:
     ngram_size: int = 5
     accept_distance: int = 0
     prefix_filter: bool = False  # core.prefix_filter: pairs whose n-gram prefixes do not meet are not read
-    sketch_filter: bool = False  # core.sketch_filter: pairs whose sketches barely agree are not read
+    sketch_filter: bool = True  # core.sketch_filter: pairs whose sketches barely agree are not read
 
     @property
     def enabled(self) -> bool:
