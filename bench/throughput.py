@@ -103,6 +103,8 @@ def main() -> None:
             "driver_memory": summary.get("spark", {}).get("driver_memory"),
             "stages_s": summary["timings_s"],
             "bands": summary["bands"]["scheme"],
+            "candidate_pairs_within_k": summary.get("candidate_pairs_within_k"),
+            "verify": summary.get("verify"),  # passed, and what a check filter dropped
             "spark_jobs": summary.get("spark_jobs"),
             **recall(output, planted_truth(corpus)),
         }
