@@ -287,23 +287,25 @@ def _accepted(
     titles: DataFrame | None,
     summaries: DataFrame | None,
     n_candidates: int,
-    few_candidates: bool,
+    few_limit: int,
 ) -> tuple[DataFrame, int, int | None]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
     number of forest edges, and how many of the ``n_candidates`` candidates the check filter rejected (None
-    without it). ``few_candidates``: few enough for the driver to broadcast their ids. With ``summaries``,
-    the candidates whose summaries show they need not be checked are dropped first, in joins of the
-    summaries alone, so only the texts of the others are joined."""
+    without it). Up to ``few_limit`` candidates are few enough for the driver to broadcast their ids. With
+    ``summaries``, the candidates whose summaries show they need not be checked are dropped first, in joins
+    of the summaries alone, so only the texts of the others are joined — and, once they are few enough,
+    only those documents' texts."""
     rejected = None
     check = requested(rule.verify)
     if summaries is not None and check is not None and rule.verify.enabled:
         candidates = ctx.persist(
-            drop_unreachable(candidates, rule=rule, check=check, summaries=summaries, few=few_candidates)
+            drop_unreachable(
+                candidates, rule=rule, check=check, summaries=summaries, few=n_candidates <= few_limit
+            )
         )
         rejected = n_candidates - candidates.count()
-    rep_pairs = accept_pairs(
-        candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few_candidates
-    )
+    few = n_candidates - (rejected or 0) <= few_limit
+    rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few)
     forest_edges = 0
     if design.n_hot and design.hot is not None:
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")
@@ -354,7 +356,7 @@ def _find(
             titles=titles,
             summaries=summaries,
             n_candidates=within_k,
-            few_candidates=within_k <= params.local_max_edges,
+            few_limit=params.local_max_edges,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         pairs = expand_pairs(rep_pairs, ident.members, max_group=limit)

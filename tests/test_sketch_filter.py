@@ -172,3 +172,28 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_sketch_filter(
     failed = stats_off["candidate_pairs_within_k"] - stats_off["verify"]["passed"]
     assert 0 <= stats_on["verify"].pop("sketch_rejected") <= failed
     assert stats_on["verify"] == stats_off["verify"]
+
+
+@pytest.mark.heavy
+def test_pairs_the_sketches_leave_few_are_checked_with_only_their_texts_joined(spark):
+    """More candidates than ``cluster.local_max_edges`` before the filter and fewer after it: the texts
+    are joined by the broadcast ids of the pairs left (the other plan), with the same outputs."""
+    from simhash_spark.config import load_config
+    from simhash_spark.demo.corpus import generate
+    from simhash_spark.pipeline import dedup
+
+    raw = spark.createDataFrame(generate(200, seed=8).to_pandas())
+    wide = ["cluster.local_max_documents=0", "match.max_distance=16"]  # many unrelated pairs within k
+
+    def run(*overrides):
+        res = dedup(spark, raw, load_config(overrides=[*wide, *overrides]))
+        out = sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats
+        res.unpersist()
+        return out
+
+    pairs, docs, stats = run("verify.sketch_filter=false")
+    n = stats["candidate_pairs_within_k"]
+    f_pairs, f_docs, f_stats = run("verify.sketch_filter=true", f"cluster.local_max_edges={n - 1}")
+    assert n - 1 >= n - f_stats["verify"]["sketch_rejected"]  # few once filtered
+    assert f_stats["verify"]["sketch_rejected"] > 0
+    assert (f_pairs, f_docs) == (pairs, docs) and pairs
