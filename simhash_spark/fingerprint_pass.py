@@ -114,7 +114,9 @@ def fingerprint_pass(
         spread = _spread(spark, docs, cfg)
         docs_hashed = spread.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
         extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
-        check = check_filter(cfg.model, cfg.verify)
+        # not through Spark Connect: its client sends each plan whole, and the summaries' joins would take
+        # the linking's plans past the depth Connect's protocol decodes
+        check = check_filter(cfg.model, cfg.verify) if spark_context(spark) is not None else None
         fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra, check=check)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
