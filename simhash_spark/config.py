@@ -400,13 +400,12 @@ def _check_cross_fields(cfg: Config) -> None:
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
+    if cfg.verify.prefix_filter:  # asked for; the sketch filter (on by default) applies only where it can
+        from simhash_spark.core.fingerprint import check_filter_problem
 
-    from simhash_spark.core.fingerprint import check_filter_problem
-
-    # the sketch filter (on by default) only applies where it can; the prefix filter is asked for
-    problem = check_filter_problem(cfg.model, cfg.verify) if cfg.verify.prefix_filter else None
-    if problem is not None:
-        raise ConfigError(f"verify.prefix_filter: {problem}")
+        problem = check_filter_problem(cfg.model, cfg.verify)
+        if problem is not None:
+            raise ConfigError(f"verify.prefix_filter: {problem}")
 
 
 def from_mapping(data: Mapping[str, Any]) -> Config:

@@ -288,14 +288,15 @@ def _accepted(
     summaries: DataFrame | None,
     n_candidates: int,
     few_limit: int,
-) -> tuple[DataFrame, int, int | None]:
+) -> tuple[DataFrame, int, dict[str, Any]]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
-    number of forest edges, and how many of the ``n_candidates`` candidates the check filter rejected (None
-    without it). Up to ``few_limit`` candidates are few enough for the driver to broadcast their ids. With
+    number of forest edges, and the check filter's statistics (``verify.<kind>_filter`` and how many of the
+    ``n_candidates`` candidates it rejected, ``verify.<kind>_rejected``; empty without it). Up to ``few_limit`` candidates are few enough for the driver to broadcast their ids. With
     ``summaries``, the candidates whose summaries show they need not be checked are dropped first, in joins
     of the summaries alone, so only the texts of the others are joined — and, once they are few enough,
     only those documents' texts."""
-    rejected = None
+    filtered: dict[str, Any] = {}
+    n_left = n_candidates
     check = requested(rule.verify)
     if summaries is not None and check is not None and rule.verify.enabled:
         candidates = ctx.persist(
@@ -303,8 +304,9 @@ def _accepted(
                 candidates, rule=rule, check=check, summaries=summaries, few=n_candidates <= few_limit
             )
         )
-        rejected = n_candidates - candidates.count()
-    few = n_candidates - (rejected or 0) <= few_limit
+        n_left = candidates.count()
+        filtered = {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
+    few = n_left <= few_limit
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few)
     forest_edges = 0
     if design.n_hot and design.hot is not None:
@@ -316,7 +318,7 @@ def _accepted(
         )
         forest_edges = forest.count()
         rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-    return ctx.persist(rep_pairs), forest_edges, rejected
+    return ctx.persist(rep_pairs), forest_edges, filtered
 
 
 def _find(
@@ -345,7 +347,7 @@ def _find(
             design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
         within_k = candidates.count()
     with ctx.stage("verify"):
-        rep_pairs, forest_edges, filter_rejected = _accepted(
+        rep_pairs, forest_edges, filtered = _accepted(
             candidates,
             ident,
             design,
@@ -367,7 +369,5 @@ def _find(
         star_edges(ident.members)
     )
     stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
-    check = requested(rule.verify)
-    if filter_rejected is not None and check is not None:  # the check read only the pairs its filter kept
-        stats["verify"].update({f"{check.kind}_filter": True, f"{check.kind}_rejected": filter_rejected})
+    stats["verify"].update(filtered)  # the check read only the pairs its filter kept
     return _Found(pairs, edges, n_pairs, stats)

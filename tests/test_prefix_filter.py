@@ -180,7 +180,8 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_check_filter(spark, chec
 
 
 @pytest.mark.heavy
-def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(spark, tmp_path):
+@pytest.mark.parametrize("kind", [PREFIX, SKETCH])
+def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_check_filter(spark, kind):
     from simhash_spark.config import load_config
     from simhash_spark.demo.corpus import generate
     from simhash_spark.pipeline import dedup
@@ -191,10 +192,10 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(
         overrides = [
             "cluster.local_max_documents=0",
             "verify.sketch_filter=false",
-            f"verify.prefix_filter={on}",
+            "verify.prefix_filter=false",
+            f"verify.{kind}_filter={on}",
         ]
-        cfg = load_config(overrides=overrides)
-        res = dedup(spark, raw, cfg)
+        res = dedup(spark, raw, load_config(overrides=overrides))
         outputs.append(
             (sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats)
         )
@@ -202,8 +203,8 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_prefix_filter(
         res.unpersist()
     (pairs_off, docs_off, stats_off), (pairs_on, docs_on, stats_on) = outputs
     assert pairs_on == pairs_off and docs_on == docs_off and stats_off["verify"]["passed"] > 0
-    assert stats_on["verify"].pop("prefix_filter") is True and "prefix_filter" not in stats_off["verify"]
-    # rejected by the prefixes: never more than the check rejects (the stage test shows that it rejects)
+    assert stats_on["verify"].pop(f"{kind}_filter") is True and f"{kind}_filter" not in stats_off["verify"]
+    # rejected by the filter: never more than the check rejects (the stage test shows that it rejects)
     failed = stats_off["candidate_pairs_within_k"] - stats_off["verify"]["passed"]
-    assert 0 <= stats_on["verify"].pop("prefix_rejected") <= failed
+    assert 0 <= stats_on["verify"].pop(f"{kind}_rejected") <= failed
     assert stats_on["verify"] == stats_off["verify"]

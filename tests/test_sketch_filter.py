@@ -1,5 +1,6 @@
 """The sketch filter: what a sketch holds, the agreement bound, and empirically that it keeps the pairs at
-the check's threshold and drops unrelated documents."""
+the check's threshold and drops unrelated documents (the Spark stage and a whole run with it:
+tests/test_prefix_filter.py, which runs both filters)."""
 
 import math
 import random
@@ -9,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_spark import columns as C
 from simhash_spark.core.check_filter import SKETCH, CheckFilter
 from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions
 from simhash_spark.core.mix64 import scramble as mix64_array
@@ -146,32 +146,6 @@ def test_the_fingerprinter_emits_sketches_and_the_same_fingerprints():
                 assert summary is None
                 continue
             assert summary == ngram_sketch(char_ngram_hashes(text, 5)[0])
-
-
-@pytest.mark.heavy
-def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_sketch_filter(spark):
-    from simhash_spark.config import load_config
-    from simhash_spark.demo.corpus import generate
-    from simhash_spark.pipeline import dedup
-
-    raw = spark.createDataFrame(generate(300, seed=3).to_pandas())
-    outputs = []
-    for on in ("false", "true"):
-        cfg = load_config(overrides=["cluster.local_max_documents=0", f"verify.sketch_filter={on}"])
-        res = dedup(spark, raw, cfg)
-        outputs.append(
-            (sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats)
-        )
-        assert C.CHECK_SUMMARY not in res.documents.columns
-        res.unpersist()
-    (pairs_off, docs_off, stats_off), (pairs_on, docs_on, stats_on) = outputs
-    assert pairs_on == pairs_off and docs_on == docs_off and stats_off["verify"]["passed"] > 0
-    assert stats_on["verify"].pop("sketch_filter") is True and "sketch_filter" not in stats_off["verify"]
-    # never more than the check rejects (the verify stage's test, tests/test_prefix_filter.py, shows that
-    # it rejects unrelated documents)
-    failed = stats_off["candidate_pairs_within_k"] - stats_off["verify"]["passed"]
-    assert 0 <= stats_on["verify"].pop("sketch_rejected") <= failed
-    assert stats_on["verify"] == stats_off["verify"]
 
 
 @pytest.mark.heavy

@@ -27,25 +27,17 @@ import numpy as np
 BINS = 32
 MISS_RATE = 1e-9  # the largest probability of dropping a pair at the check's threshold
 _SHIFT = np.uint64(64 - 5)
-_BIN_STARTS = np.arange(BINS, dtype=np.uint64) << _SHIFT
 
 
 def ngram_sketch(sorted_distinct: np.ndarray) -> bytes:
     """The 32-byte sketch of a document's distinct n-gram hashes, sorted ascending (uint64, as
     ``shingles.codepoint_ngram_hashes`` gives them)."""
-    out = np.zeros(BINS, dtype=np.uint8)
-    if not len(sorted_distinct):
-        return out.tobytes()
-    starts = np.searchsorted(sorted_distinct, _BIN_STARTS)
-    present = starts < len(sorted_distinct)
-    first = sorted_distinct[np.minimum(starts, len(sorted_distinct) - 1)]
-    present &= (first >> _SHIFT) == np.arange(BINS, dtype=np.uint64)
-    out[present] = (first[present] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
-    return out.tobytes()
+    return ngram_sketches([sorted_distinct])[0]
 
 
 def ngram_sketches(sorted_distinct: Sequence[np.ndarray]) -> list[bytes]:
-    """``ngram_sketch`` of each of many documents, in a few array operations over all of them."""
+    """``ngram_sketch`` of each of many documents (each sorted ascending), in a few array operations over
+    all of them."""
     if not sorted_distinct:
         return []
     lengths = np.array([len(h) for h in sorted_distinct], dtype=np.int64)
