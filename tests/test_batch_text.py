@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from simhash_spark.core.batch_text import flat_rows
 from simhash_spark.core.char_table import CharTable
+from simhash_spark.core.check_filter import PREFIX, SKETCH, CheckFilter
 from simhash_spark.core.fingerprint import Fingerprinter, ModelOptions
 from simhash_spark.core.normalize import NormalizeOptions, normalize
 from simhash_spark.core.shingles import SHORT_TEXTS_OFF, ShortTextOptions, compact_codepoints
@@ -98,23 +99,27 @@ def test_long_batches_are_looked_up_in_groups(monkeypatch):
 
 
 _MODELS = [
-    ModelOptions(),
-    replace(ModelOptions(), short_texts=ShortTextOptions(below_letters=6)),
-    replace(ModelOptions(), normalize=NormalizeOptions(max_chars=20)),
+    (ModelOptions(), None),
+    (ModelOptions(), CheckFilter(SKETCH, 0.8)),
+    (replace(ModelOptions(), short_texts=ShortTextOptions(below_letters=6)), CheckFilter(SKETCH, 0.8)),
+    (replace(ModelOptions(), normalize=NormalizeOptions(max_chars=20)), CheckFilter(PREFIX, 0.8)),
 ]
 
 
-@pytest.mark.parametrize("model", _MODELS, ids=["default", "short_texts", "max_chars"])
+@pytest.mark.parametrize(("model", "check"), _MODELS, ids=["default", "sketch", "short_texts", "max_chars"])
 @settings(max_examples=200, deadline=None)
 @given(texts=st.lists(st.one_of(st.none(), _texts), max_size=10))
-def test_fingerprints_are_the_same_with_and_without_the_batch_normalization(model, texts):
-    batched, one_by_one = Fingerprinter(model), Fingerprinter(model)
+def test_fingerprints_are_the_same_with_and_without_the_batch_normalization(model, check, texts):
+    """Fingerprints, statuses, counts and the check's summaries: the documents hashed straight from the
+    batch's letters against every document normalized and hashed one by one."""
+    batched, one_by_one = Fingerprinter(model, check), Fingerprinter(model, check)
     one_by_one._table = None
     texts = texts + texts[:3]  # repeats: the memo and in-batch copies of the one-by-one path
     a, b = batched.batch(texts), one_by_one.batch(texts)
     assert a.status == b.status
     for name in ("fingerprint", "has_fingerprint", "n_chars", "n_features"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.check_summary == b.check_summary
 
 
 _SHORT = ShortTextOptions(below_letters=8)

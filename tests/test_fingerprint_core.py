@@ -80,7 +80,14 @@ def test_exact_duplicates_are_segmented_once_with_identical_results(hash_name):
         calls["n"] += len(texts)
         return real(texts, *rest)
 
+    together = with_memo._hash_together
+
+    def counting_together(state, flat, rows):
+        calls["n"] += len(rows)
+        return together(state, flat, rows)
+
     with_memo.hashed_features = counting  # type: ignore[method-assign]
+    with_memo._hash_together = counting_together  # type: ignore[method-assign]
     a, b = with_memo.batch(batch), without.batch(batch)
     assert a.status == b.status and a.fingerprint.tolist() == b.fingerprint.tolist()
     assert a.n_features.tolist() == b.n_features.tolist()
@@ -143,6 +150,40 @@ _PINNED = [
 def test_the_default_model_gives_the_fingerprints_it_always_gave():
     got = Fingerprinter(ModelOptions()).batch([text for text, _ in _PINNED])
     assert [f"{int(v) & (2**64 - 1):016x}" for v in got.fingerprint] == [fp for _, fp in _PINNED]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 30)), max_size=12),
+    st.sampled_from([1, 17, 1 << 20]),
+    st.booleans(),
+)
+def test_ngram_hashes_of_texts_apart_in_one_array_equal_one_text_at_a_time(layout, chunk, binary):
+    """Texts lying in one array with gaps between them (the letters of rows hashed another way): hashed
+    span by span, each text's windows gathered, the same hashes, weights and counts as each text alone."""
+    from simhash_spark.core import shingles
+
+    rng = np.random.default_rng(len(layout) * 31 + chunk)
+    letters = rng.integers(0x4E00, 0x4E10, sum(g + n for g, n in layout)).astype(np.uint64)
+    starts = np.cumsum([g for g, _ in layout]) + np.cumsum([0] + [n for _, n in layout][:-1])
+    lengths = np.array([n for _, n in layout], dtype=np.int64)
+    n = 3
+    runs = [(s, k) for s, k in zip(starts.tolist(), lengths.tolist(), strict=True) if k > n]
+    expected = [shingles.codepoint_ngram_hashes(letters[s : s + k], n, binary=binary) for s, k in runs]
+    shingles._CHUNK_CODEPOINTS, saved = chunk, shingles._CHUNK_CODEPOINTS
+    try:
+        got = shingles.run_ngram_hashes(
+            letters,
+            np.array([s for s, _ in runs], dtype=np.int64),
+            np.array([k for _, k in runs], dtype=np.int64),
+            n,
+            binary=binary,
+        )
+    finally:
+        shingles._CHUNK_CODEPOINTS = saved
+    assert got.counts.tolist() == [len(h) for h, _ in expected]
+    assert got.hashes.tolist() == [x for h, _ in expected for x in h.tolist()]
+    assert got.weights.tolist() == [x for _, w in expected for x in w.tolist()]
 
 
 @settings(max_examples=300, deadline=None)

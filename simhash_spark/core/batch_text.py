@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 
@@ -25,8 +24,21 @@ _GROUP_CODEPOINTS = 1 << 21
 
 @dataclass(frozen=True)
 class FlatRows:
+    """Every row's letters back to back: row i's are ``letters[starts[i] : starts[i] + n_letters[i]]``
+    where ``alone[i]`` (the rows normalized here; the others' are empty)."""
+
     alone: np.ndarray  # bool per row: normalized here (False: left to ``normalize``)
-    kept: list[np.ndarray]  # per row: its compact code points (uint64; empty where not alone)
+    letters: np.ndarray  # uint64 compact code points
+    starts: np.ndarray  # int64 per row
+    n_letters: np.ndarray  # int64 per row (0 where not alone)
+
+    @property
+    def kept(self) -> list[np.ndarray]:
+        """Per row: its compact code points (empty where not alone)."""
+        return [
+            self.letters[a : a + k]
+            for a, k in zip(self.starts.tolist(), self.n_letters.tolist(), strict=True)
+        ]
 
 
 def flat_rows(texts: Sequence[str | None], table: CharTable, max_chars: int, min_chars: int = 1) -> FlatRows:
@@ -39,16 +51,22 @@ def flat_rows(texts: Sequence[str | None], table: CharTable, max_chars: int, min
     joined = (raw >= 0) & (raw * table.max_length <= max_chars)
     lengths = np.where(joined, raw, 0)
     alone = np.zeros(n, dtype=bool)
-    kept: list[np.ndarray] = []
+    n_letters = np.zeros(n, dtype=np.int64)
+    starts = np.zeros(n, dtype=np.int64)
+    parts: list[np.ndarray] = []
+    offset = 0
     for start, stop in _groups(lengths):
         part = [t for t, j in zip(texts[start:stop], joined[start:stop].tolist(), strict=True) if j and t]
-        group_alone, letters = _group(part, lengths[start:stop], table)
-        n_letters = np.fromiter(map(len, letters), dtype=np.int64, count=stop - start)
-        alone[start:stop] = group_alone & joined[start:stop] & (n_letters >= max(1, min_chars))
-        kept += [x if a else _NONE for x, a in zip(letters, alone[start:stop].tolist(), strict=True)]
+        group_alone, letters, counts = _group(part, lengths[start:stop], table)
+        n_letters[start:stop] = counts
+        starts[start:stop] = offset + np.cumsum(counts) - counts
+        alone[start:stop] = group_alone & joined[start:stop] & (counts >= max(1, min_chars))
+        parts.append(letters)
+        offset += len(letters)
     # a row whose characters were learned in a later group may have grown the bound: check it again
     alone &= raw * table.max_length <= max_chars
-    return FlatRows(alone, [x if a else _NONE for x, a in zip(kept, alone.tolist(), strict=True)])
+    n_letters[~alone] = 0  # the letters of a row left to ``normalize`` stay unused where they lie
+    return FlatRows(alone, np.concatenate(parts, dtype=np.uint64) if parts else _NONE, starts, n_letters)
 
 
 _NONE = np.zeros(0, dtype=np.uint64)
@@ -66,9 +84,12 @@ def _groups(lengths: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def _group(texts: list[str], lengths: np.ndarray, table: CharTable) -> tuple[np.ndarray, list[np.ndarray]]:
+def _group(
+    texts: list[str], lengths: np.ndarray, table: CharTable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of rows whose non-empty texts are ``texts`` and whose lengths are ``lengths``: whether each
-    normalizes character by character, and its letters (uint64 code points)."""
+    normalizes character by character, and their letters (uint64 code points) back to back with each
+    row's count."""
     cps = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     codes = table.lookup(cps)
     ends = np.cumsum(lengths)
@@ -79,8 +100,7 @@ def _group(texts: list[str], lengths: np.ndarray, table: CharTable) -> tuple[np.
     before = np.concatenate(([0], np.cumsum(has_letter, dtype=np.int64)))[
         ends
     ]  # letters up to each row's end
-    bounds = np.concatenate(([0], before)).tolist()
-    return alone, [letters[a:b] for a, b in pairwise(bounds)]
+    return alone, letters, np.diff(before, prepend=0)
 
 
 def normalized_letters(texts: Sequence[str], opts: NormalizeOptions) -> list[np.ndarray]:

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from simhash_spark.core.prefix_filter import ngram_prefix, stored_prefixes_meet, to_bytes
-from simhash_spark.core.sketch_filter import ngram_sketch, ngram_sketches, stored_sketches_may_pass
+from simhash_spark.core.sketch_filter import (
+    ngram_sketch,
+    ngram_sketches,
+    run_sketches,
+    stored_sketches_may_pass,
+)
 from simhash_spark.core.verify import VerifyOptions
 
 PREFIX = "prefix"
@@ -34,6 +39,14 @@ class CheckFilter:
         if self.kind == PREFIX:
             return [self.summary(h) for h in sorted_distinct]
         return ngram_sketches(sorted_distinct)
+
+    def run_summaries(self, hashes: np.ndarray, counts: np.ndarray) -> list[bytes]:
+        """``summaries`` of documents whose sorted distinct hashes lie back to back (``counts`` per
+        document)."""
+        if self.kind == PREFIX:
+            ends = np.cumsum(counts).tolist()
+            return [self.summary(hashes[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+        return run_sketches(hashes, counts)
 
     def may_pass(self, stored_a: Sequence[bytes | None], stored_b: Sequence[bytes | None]) -> np.ndarray:
         """Element-wise over pairs of summaries: False for a pair to drop; True where it may pass the

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xxhash
 
-from simhash_spark.core.batch_text import flat_rows
+from simhash_spark.core.batch_text import FlatRows, flat_rows
 from simhash_spark.core.char_table import CharTable, char_table
 from simhash_spark.core.check_filter import CheckFilter, requested
 from simhash_spark.core.features import FeatureExtractor, FeatureOptions
@@ -21,6 +21,7 @@ from simhash_spark.core.shingles import (
     codepoint_ngram_hashes,
     codepoint_ngram_hashes_many,
     compact_codepoints,
+    run_ngram_hashes,
 )
 from simhash_spark.core.simhash import simhash_batch, to_signed
 from simhash_spark.core.tokenize import TokenizerOptions
@@ -151,18 +152,47 @@ class Fingerprinter:
         if self._table is None:
             for i, raw in enumerate(texts):
                 self._one(state, i, raw, use_memo)
-        else:
-            flat = flat_rows(
-                texts, self._table, self.model.normalize.max_chars, self.model.fingerprint.min_chars
-            )
-            for i, (raw, alone, kept) in enumerate(zip(texts, flat.alone.tolist(), flat.kept, strict=True)):
-                if alone:  # no memo: these cost a few array operations, not a segmentation
-                    state.n_chars[i] = len(kept)
-                    state.queued.append((i, "", kept, False))
-                else:
-                    self._one(state, i, raw, use_memo)
+            self._hash_queued(state)
+            return self._vote(state)
+        flat = flat_rows(texts, self._table, self.model.normalize.max_chars, self.model.fingerprint.min_chars)
+        state.n_chars[:] = flat.n_letters
+        # the rows normalized here whose n-grams are hashed and voted on straight from the flat letters
+        together = flat.alone & (flat.n_letters > self.model.features.ngram_size)
+        together &= flat.n_letters >= self.model.short_texts.below_letters  # not short (0: none is)
+        for i, alone, go, raw in zip(
+            range(len(texts)), flat.alone.tolist(), together.tolist(), texts, strict=True
+        ):
+            if go:
+                continue
+            if alone:  # no memo: these cost a few array operations, not a segmentation
+                a, k = int(flat.starts[i]), int(flat.n_letters[i])
+                state.queued.append((i, "", flat.letters[a : a + k], False))
+            else:
+                self._one(state, i, raw, use_memo)
         self._hash_queued(state)
+        self._hash_together(state, flat, np.flatnonzero(together))
         return self._vote(state)
+
+    def _hash_together(self, st: _BatchState, flat: FlatRows, rows: np.ndarray) -> None:
+        """Fingerprints (and check summaries) of ``rows``: rows of ``flat`` longer than the n-gram, not
+        short, all hashed and voted on at once."""
+        if not len(rows):
+            return
+        opts = self.model.features
+        runs = run_ngram_hashes(
+            flat.letters,
+            flat.starts[rows],
+            flat.n_letters[rows],
+            opts.ngram_size,
+            binary=opts.shingle_weights == "binary",
+        )
+        st.out[rows] = simhash_batch(runs.hashes, runs.weights, runs.counts)
+        st.counts[rows] = runs.counts
+        if self.check is not None:
+            for i, summary in zip(
+                rows.tolist(), self.check.run_summaries(runs.hashes, runs.counts), strict=True
+            ):
+                st.summaries[i] = summary
 
     def _one(self, st: _BatchState, i: int, raw: str | None, use_memo: bool) -> None:
         """Normalize row ``i``; answer it from the memo, or queue it to be hashed for the vote."""

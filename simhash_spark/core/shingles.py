@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
@@ -126,42 +126,69 @@ _CHUNK_CODEPOINTS = 1 << 20
 def codepoint_ngram_hashes_many(
     kept: Sequence[np.ndarray], n: int, *, binary: bool = True
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``codepoint_ngram_hashes`` of each of many texts, in order: the texts' code points back to back,
-    hashed a chunk at a time, so a batch of documents pays numpy's per-call overhead once per chunk
-    instead of once per document and step."""
+    """``codepoint_ngram_hashes`` of each of many texts, in order (``run_ngram_hashes`` over the texts'
+    code points back to back)."""
     out = {i: codepoint_ngram_hashes(c, n, binary=binary) for i, c in enumerate(kept) if len(c) <= n}
-    chunk: list[int] = []
-    size = 0
-    for i in (i for i, c in enumerate(kept) if len(c) > n):
-        if chunk and size + len(kept[i]) > _CHUNK_CODEPOINTS:
-            out.update(_hash_chunk([kept[j] for j in chunk], chunk, n, binary))
-            chunk, size = [], 0
-        chunk.append(i)
-        size += len(kept[i])
-    if chunk:
-        out.update(_hash_chunk([kept[j] for j in chunk], chunk, n, binary))
+    longer = [i for i, c in enumerate(kept) if len(c) > n]
+    if longer:
+        lengths = np.array([len(kept[i]) for i in longer], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        runs = run_ngram_hashes(np.concatenate([kept[i] for i in longer]), starts, lengths, n, binary=binary)
+        ends = np.cumsum(runs.counts).tolist()
+        for i, a, b in zip(longer, [0, *ends[:-1]], ends, strict=True):
+            out[i] = (runs.hashes[a:b], runs.weights[a:b])
     return [out[i] for i in range(len(kept))]
 
 
-def _hash_chunk(
-    texts: list[np.ndarray], rows: list[int], n: int, binary: bool
-) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
-    """(row, ``codepoint_ngram_hashes``) of each of ``texts`` (code points, each longer than n; ``rows``
-    their positions): one rolling hash over their concatenation, the windows that straddle two texts
-    dropped, then each text's sorted distinct hashes."""
-    lengths = np.array([len(t) for t in texts], dtype=np.int64)
-    hashes = ngram_hashes(np.concatenate(texts), n)
+@dataclass(frozen=True)
+class RunHashes:
+    """The distinct n-gram hashes of many texts back to back: each text's sorted ascending."""
+
+    hashes: np.ndarray  # uint64
+    weights: np.ndarray  # float64: 1, or how often the n-gram occurs in its text
+    counts: np.ndarray  # int64 per text: how many of ``hashes`` are its
+
+
+def run_ngram_hashes(
+    letters: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n: int, *, binary: bool = True
+) -> RunHashes:
+    """``codepoint_ngram_hashes`` of the texts ``letters[starts[i] : starts[i] + lengths[i]]`` (each longer
+    than n; in ascending order, not overlapping), a chunk of about ``_CHUNK_CODEPOINTS`` code points at a
+    time: a batch of documents pays numpy's per-call overhead once per chunk, not once per document."""
+    parts = [RunHashes(np.zeros(0, np.uint64), np.zeros(0, np.float64), np.zeros(0, np.int64))]
     ends = np.cumsum(lengths)
-    keep = np.ones(len(hashes), dtype=bool)
-    keep[(ends[:-1, None] + np.arange(1 - n, 0)[None, :]).ravel()] = False
+    first = 0
+    while first < len(lengths):
+        before = int(ends[first - 1]) if first else 0
+        stop = max(first + 1, int(np.searchsorted(ends, before + _CHUNK_CODEPOINTS, side="right")))
+        parts.append(_hash_runs(letters, starts[first:stop], lengths[first:stop], n, binary))
+        first = stop
+    if len(parts) <= 2:
+        return parts[-1]
+    return RunHashes(
+        np.concatenate([p.hashes for p in parts], dtype=np.uint64),
+        np.concatenate([p.weights for p in parts], dtype=np.float64),
+        np.concatenate([p.counts for p in parts], dtype=np.int64),
+    )
+
+
+def _hash_runs(
+    letters: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n: int, binary: bool
+) -> RunHashes:
+    """``run_ngram_hashes`` of one chunk: one rolling hash over the span the texts lie in, each text's
+    windows gathered from it (those straddling two texts, or covering what lies between, left out), then
+    sorted text by text."""
+    low = int(starts[0])
+    hashes = ngram_hashes(letters[low : int(starts[-1] + lengths[-1])], n)
     windows = lengths - n + 1
-    bounds = np.concatenate(([0], np.cumsum(windows))).tolist()
-    kept = hashes[keep]
-    ordered = np.concatenate([np.sort(kept[a:b]) for a, b in pairwise(bounds)])
-    distinct, weights, first = _distinct_runs(ordered, np.array(bounds[:-1], dtype=np.int64), binary)
-    ends = np.cumsum(np.add.reduceat(first, bounds[:-1], dtype=np.int64)).tolist()
-    for row, a, b in zip(rows, [0, *ends[:-1]], ends, strict=True):
-        yield row, (distinct[a:b], weights[a:b])
+    bounds = np.concatenate(([0], np.cumsum(windows)))
+    # window j of text i lies at starts[i] - low + j: every text's positions in one arange, shifted per text
+    ordered = hashes[np.arange(bounds[-1]) + np.repeat(starts - low - bounds[:-1], windows)]
+    edges = bounds.tolist()
+    for a, b in pairwise(edges):
+        ordered[a:b].sort()
+    distinct, weights, first = _distinct_runs(ordered, bounds[:-1], binary)
+    return RunHashes(distinct, weights, np.add.reduceat(first, bounds[:-1], dtype=np.int64))
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:

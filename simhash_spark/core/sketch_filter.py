@@ -36,22 +36,26 @@ def ngram_sketch(sorted_distinct: np.ndarray) -> bytes:
 
 
 def ngram_sketches(sorted_distinct: Sequence[np.ndarray]) -> list[bytes]:
-    """``ngram_sketch`` of each of many documents (each sorted ascending), in a few array operations over
-    all of them."""
+    """``ngram_sketch`` of each of many documents (each sorted ascending)."""
     if not sorted_distinct:
         return []
     lengths = np.array([len(h) for h in sorted_distinct], dtype=np.int64)
-    flat = np.concatenate(sorted_distinct).astype(np.uint64, copy=False)
+    return run_sketches(np.concatenate(sorted_distinct).astype(np.uint64, copy=False), lengths)
+
+
+def run_sketches(hashes: np.ndarray, counts: np.ndarray) -> list[bytes]:
+    """``ngram_sketch`` of each of many documents whose hashes lie back to back in ``hashes`` (``counts``
+    of them per document, each document's sorted ascending), in a few array operations over all of them."""
     # each document's hashes are sorted, so (document, bin) keys never decrease along the flat array and
     # the first hash of each key is its bin's smallest
-    keys = np.repeat(np.arange(len(lengths), dtype=np.int64) * BINS, lengths) + (flat >> _SHIFT).astype(
+    keys = np.repeat(np.arange(len(counts), dtype=np.int64) * BINS, counts) + (hashes >> _SHIFT).astype(
         np.int64
     )
     first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if len(keys) else keys
-    out = np.zeros(len(lengths) * BINS, dtype=np.uint8)
-    out[keys[first]] = (flat[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
+    out = np.zeros(len(counts) * BINS, dtype=np.uint8)
+    out[keys[first]] = (hashes[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
     block = out.tobytes()
-    return [block[i * BINS : (i + 1) * BINS] for i in range(len(lengths))]
+    return [block[i * BINS : (i + 1) * BINS] for i in range(len(counts))]
 
 
 @lru_cache(maxsize=64)
