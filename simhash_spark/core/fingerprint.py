@@ -77,8 +77,10 @@ class Fingerprinter:
     """Per-process fingerprinting state: build once, call ``batch`` for every Arrow batch.
 
     With mix64 character n-grams (the default), the documents ``core.char_table`` can normalize
-    character by character are normalized and hashed a batch at a time with array operations
-    (``core.batch_text``); the others, and every document of the other feature modes, one by one.
+    character by character are normalized a batch at a time with array operations (``core.batch_text``)
+    and, unless short, hashed, voted on and summarized straight from the batch's letters
+    (``shingles.run_ngram_hashes``); the others, and every document of the other feature modes, one by
+    one.
 
     Exact duplicates (identical text after normalization) among the documents normalized one by one are
     segmented once per process: a bounded memo maps the normalized text's 128-bit hash to its
@@ -159,16 +161,12 @@ class Fingerprinter:
         # the rows normalized here whose n-grams are hashed and voted on straight from the flat letters
         together = flat.alone & (flat.n_letters > self.model.features.ngram_size)
         together &= flat.n_letters >= self.model.short_texts.below_letters  # not short (0: none is)
-        for i, alone, go, raw in zip(
-            range(len(texts)), flat.alone.tolist(), together.tolist(), texts, strict=True
-        ):
-            if go:
-                continue
-            if alone:  # no memo: these cost a few array operations, not a segmentation
+        for i in np.flatnonzero(~together).tolist():
+            if flat.alone[i]:  # short, or no longer than an n-gram; no memo: a few array operations
                 a, k = int(flat.starts[i]), int(flat.n_letters[i])
                 state.queued.append((i, "", flat.letters[a : a + k], False))
             else:
-                self._one(state, i, raw, use_memo)
+                self._one(state, i, texts[i], use_memo)
         self._hash_queued(state)
         self._hash_together(state, flat, np.flatnonzero(together))
         return self._vote(state)
