@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from simhash_spark.config import DEFAULT_CONFIG_PATH, load_config, presets
-from simhash_spark.core.allocator import keep_freed_memory
 from simhash_spark.errors import ConfigError, SimhashSparkError, decode_utf8, essence
 
 log = logging.getLogger("simhash_spark")
@@ -522,7 +521,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args.log_level)
-    keep_freed_memory()  # the driver's own array work (linking and clustering held on the driver)
     try:
         if args.command == "dedup":
             return _run_dedup(args)

@@ -165,7 +165,7 @@ def test_ngram_hashes_of_texts_apart_in_one_array_equal_one_text_at_a_time(layou
 
     rng = np.random.default_rng(len(layout) * 31 + chunk)
     letters = rng.integers(0x4E00, 0x4E10, sum(g + n for g, n in layout)).astype(np.uint64)
-    starts = np.cumsum([g for g, _ in layout]) + np.cumsum([0] + [n for _, n in layout][:-1])
+    starts = np.cumsum([g for g, _ in layout]) + np.cumsum([0, *[n for _, n in layout][:-1]])
     lengths = np.array([n for _, n in layout], dtype=np.int64)
     n = 3
     runs = [(s, k) for s, k in zip(starts.tolist(), lengths.tolist(), strict=True) if k > n]

@@ -19,7 +19,6 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
-from simhash_spark.core.allocator import keep_freed_memory
 from simhash_spark.core.bucket_pairs import TableJoin, bucket_pairs, join_tables
 from simhash_spark.transforms.classic import spark_context
 
@@ -94,7 +93,6 @@ def band_join(
         )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        keep_freed_memory()
         pending: list[pa.RecordBatch] = []
         rows = 0
         for batch in batches:
@@ -177,7 +175,6 @@ def in_task_band_join(
     n_tasks = max(1, min(tasks, len(masks)))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        keep_freed_memory()
         ids, fps = shipped.value
         for batch in batches:
             for group in batch.column(0).to_pylist():

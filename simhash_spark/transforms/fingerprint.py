@@ -17,7 +17,6 @@ from pyspark.sql import types as T
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.allocator import keep_freed_memory
 from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.fingerprint import (
     FINGERPRINTED,
@@ -70,7 +69,6 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
 
         @F.arrow_udf(schema)  # type: ignore[call-overload]
         def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-            keep_freed_memory()
             fp = Fingerprinter(_localized(model), check)
             maybe_fail("fingerprint")
             for texts in batches:
@@ -81,7 +79,6 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
     @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
         # per task; the heavy state inside is cached per worker process
-        keep_freed_memory()
         fp = Fingerprinter(_localized(model), check)
         maybe_fail("fingerprint")
         for texts in batches:

@@ -16,7 +16,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
-from simhash_spark.core.allocator import keep_freed_memory
 from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, similarities
@@ -74,7 +73,6 @@ def _similarity_udf(rule: PairRule) -> Any:
 
     @pandas_udf("double")  # type: ignore[call-overload]
     def similarity(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
-        keep_freed_memory()
         for a, b in batches:
             yield pd.Series(similarities(_values(a), _values(b), rule.verify, rule.norm, rule.short))
 
