@@ -39,6 +39,12 @@ def core_single_process(texts: list[str], overrides: list[str]) -> float:
     from simhash_spark.config import load_config
     from simhash_spark.core.fingerprint import Fingerprinter
 
+    try:  # as the fingerprint pass does in Spark's workers (older checkouts, measured side by side, do not)
+        from simhash_spark.core.allocator import keep_freed_memory
+
+        keep_freed_memory()
+    except ImportError:
+        pass
     model = load_config(overrides=overrides).model
     # load dictionaries and tables outside the timing, as a Spark worker does once
     Fingerprinter(model).batch(texts[:10])

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.functions import pandas_udf
 
 from simhash_spark import columns as C
+from simhash_spark.core.allocator import keep_freed_memory
 from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.fingerprint import (
     FINGERPRINTED,
@@ -69,6 +70,7 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
 
         @F.arrow_udf(schema)  # type: ignore[call-overload]
         def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+            keep_freed_memory()
             fp = Fingerprinter(_localized(model), check)
             maybe_fail("fingerprint")
             for texts in batches:
@@ -79,6 +81,7 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
     @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
         # per task; the heavy state inside is cached per worker process
+        keep_freed_memory()
         fp = Fingerprinter(_localized(model), check)
         maybe_fail("fingerprint")
         for texts in batches:
@@ -253,6 +256,7 @@ def collect_documents(docs: DataFrame) -> pd.DataFrame:
 def _fingerprint_texts(texts: pd.Series, model: ModelOptions, *, processes: int = 1) -> pd.DataFrame:
     """``fingerprint``, ``status``, ``n_chars`` of ``texts`` in this process (what the UDF returns), or
     with ``processes`` > 1 in that many forked copies of it, a batch of documents at a time."""
+    keep_freed_memory()  # forked copies inherit it
     fp = Fingerprinter(model)
     values = texts.where(texts.notna(), None).tolist()
     starts = range(0, len(values), _LOCAL_BATCH)
