@@ -11,6 +11,8 @@ memory is sampled. Reported: seconds whole process and per stage (summary.json),
 peak memory of the driver JVM and Python workers together, the driver heap, the band
 design, and recall on the planted near-duplicate pairs whose character 5-gram Jaccard is at least 0.8 (a
 pair counts as found when pairs/ lists it, and also reported: when both documents share a cluster).
+``--distances`` adds how many of those pairs lie at each Hamming distance between their fingerprints, how
+many of them the run missed, and the recall an exact join at each k would bound the job to.
 """
 
 from __future__ import annotations
@@ -74,6 +76,27 @@ def recall(output: Path, truth: set[tuple[str, str]]) -> dict:
     }
 
 
+def distances(output: Path, truth: set[tuple[str, str]]) -> dict[str, list[int | float]]:
+    """Per Hamming distance d between the planted pairs' fingerprints: the pairs at d, those of them that
+    pairs/ does not list, and the share of all planted pairs within d (what any join at k = d can find)."""
+    wanted = {i for p in truth for i in p}
+    docs = pq.read_table(output / "documents", columns=["id", "fingerprint"]).to_pylist()
+    fingerprint = {r["id"]: r["fingerprint"] for r in docs if r["id"] in wanted}
+    pairs = pq.read_table(output / "pairs", columns=["id_a", "id_b"]).to_pylist()
+    found = {(r["id_a"], r["id_b"]) for r in pairs}
+    at = [0] * 65
+    missed = [0] * 65
+    for a, b in truth:
+        if fingerprint[a] is None or fingerprint[b] is None:
+            continue  # not fingerprinted (too short): no distance, and counted as beyond every k
+        d = ((fingerprint[a] ^ fingerprint[b]) & 0xFFFF_FFFF_FFFF_FFFF).bit_count()
+        at[d] += 1
+        missed[d] += (a, b) not in found
+    top = max(d for d in range(65) if at[d])
+    within = [sum(at[: d + 1]) / len(truth) for d in range(top + 1)]
+    return {"pairs_at": at[: top + 1], "missed_at": missed[: top + 1], "recall_bound_at_k": within}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", default="250000")
@@ -84,6 +107,7 @@ def main() -> None:
     )
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--out", default="")
+    ap.add_argument("--distances", action="store_true", help="the planted pairs by Hamming distance")
     args = ap.parse_args()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -95,6 +119,7 @@ def main() -> None:
         output = work / f"out{n}"
         run = run_job(corpus, output, args.driver_memory, args.overrides)
         summary = json.loads((output / "summary.json").read_text("utf-8"))
+        truth = planted_truth(corpus)
         row = {
             "documents": n,
             "seconds": round(run.seconds, 1),
@@ -106,7 +131,8 @@ def main() -> None:
             "candidate_pairs_within_k": summary.get("candidate_pairs_within_k"),
             "verify": summary.get("verify"),  # passed, and what a check filter dropped
             "spark_jobs": summary.get("spark_jobs"),
-            **recall(output, planted_truth(corpus)),
+            **recall(output, truth),
+            **(distances(output, truth) if args.distances else {}),
         }
         report.append(row)
         print(json.dumps(row), flush=True)
