@@ -70,9 +70,7 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
 
         @F.arrow_udf(schema)  # type: ignore[call-overload]
         def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-            keep_freed_memory()
-            fp = Fingerprinter(_localized(model), check)
-            maybe_fail("fingerprint")
+            fp = _task_fingerprinter(model, check)
             for texts in batches:
                 yield _result_struct(fp.batch(texts.to_numpy(zero_copy_only=False).tolist()))
 
@@ -80,14 +78,21 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
 
     @pandas_udf(schema)  # type: ignore[call-overload]
     def fingerprint(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-        # per task; the heavy state inside is cached per worker process
-        keep_freed_memory()
-        fp = Fingerprinter(_localized(model), check)
-        maybe_fail("fingerprint")
+        fp = _task_fingerprinter(model, check)
         for texts in batches:
             yield _result_frame(fp.batch(texts.where(texts.notna(), None).tolist()))
 
     return fingerprint
+
+
+def _task_fingerprinter(model: ModelOptions, check: CheckFilter | None) -> Fingerprinter:
+    """What each fingerprint task starts with, in the Python worker that runs it: the worker keeps the
+    memory its batches free (``keep_freed_memory``), and a fresh fingerprinter (the heavy state inside is
+    cached per worker process)."""
+    keep_freed_memory()
+    fp = Fingerprinter(_localized(model), check)
+    maybe_fail("fingerprint")
+    return fp
 
 
 def _result_struct(res: FingerprintBatch) -> pa.StructArray:
