@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+from itertools import accumulate
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -62,9 +63,13 @@ def run_job(corpus: Path, output: Path, driver_memory: str, overrides: list[str]
     return run
 
 
-def recall(output: Path, truth: set[tuple[str, str]]) -> dict:
+def found_pairs(output: Path) -> set[tuple[str, str]]:
+    """The pairs the run wrote to pairs/ (ids ordered, as the planted truth's)."""
     pairs = pq.read_table(output / "pairs", columns=["id_a", "id_b"]).to_pylist()
-    found = {(r["id_a"], r["id_b"]) for r in pairs}
+    return {(r["id_a"], r["id_b"]) for r in pairs}
+
+
+def recall(output: Path, truth: set[tuple[str, str]], found: set[tuple[str, str]]) -> dict:
     wanted = {i for p in truth for i in p}
     docs = pq.read_table(output / "documents", columns=["id", "cluster_id"]).to_pylist()
     cluster = {r["id"]: r["cluster_id"] for r in docs if r["id"] in wanted}
@@ -76,14 +81,14 @@ def recall(output: Path, truth: set[tuple[str, str]]) -> dict:
     }
 
 
-def distances(output: Path, truth: set[tuple[str, str]]) -> dict[str, list[int | float]]:
+def distances(
+    output: Path, truth: set[tuple[str, str]], found: set[tuple[str, str]]
+) -> dict[str, list[int | float]]:
     """Per Hamming distance d between the planted pairs' fingerprints: the pairs at d, those of them that
     pairs/ does not list, and the share of all planted pairs within d (what any join at k = d can find)."""
     wanted = {i for p in truth for i in p}
     docs = pq.read_table(output / "documents", columns=["id", "fingerprint"]).to_pylist()
     fingerprint = {r["id"]: r["fingerprint"] for r in docs if r["id"] in wanted}
-    pairs = pq.read_table(output / "pairs", columns=["id_a", "id_b"]).to_pylist()
-    found = {(r["id_a"], r["id_b"]) for r in pairs}
     at = [0] * 65
     missed = [0] * 65
     for a, b in truth:
@@ -93,7 +98,7 @@ def distances(output: Path, truth: set[tuple[str, str]]) -> dict[str, list[int |
         at[d] += 1
         missed[d] += (a, b) not in found
     top = max(d for d in range(65) if at[d])
-    within = [sum(at[: d + 1]) / len(truth) for d in range(top + 1)]
+    within = [n / len(truth) for n in accumulate(at[: top + 1])]
     return {"pairs_at": at[: top + 1], "missed_at": missed[: top + 1], "recall_bound_at_k": within}
 
 
@@ -119,7 +124,7 @@ def main() -> None:
         output = work / f"out{n}"
         run = run_job(corpus, output, args.driver_memory, args.overrides)
         summary = json.loads((output / "summary.json").read_text("utf-8"))
-        truth = planted_truth(corpus)
+        truth, found = planted_truth(corpus), found_pairs(output)
         row = {
             "documents": n,
             "seconds": round(run.seconds, 1),
@@ -131,8 +136,8 @@ def main() -> None:
             "candidate_pairs_within_k": summary.get("candidate_pairs_within_k"),
             "verify": summary.get("verify"),  # passed, and what a check filter dropped
             "spark_jobs": summary.get("spark_jobs"),
-            **recall(output, truth),
-            **(distances(output, truth) if args.distances else {}),
+            **recall(output, truth, found),
+            **(distances(output, truth, found) if args.distances else {}),
         }
         report.append(row)
         print(json.dumps(row), flush=True)
