@@ -9,7 +9,7 @@ use fewer tables of fewer bits (``core.bands.cheapest_lsh``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +49,28 @@ def _first_table_is(tables: np.ndarray, diff: np.ndarray, masks: np.ndarray) -> 
         shares = (diff[s : s + step, None] & masks[None, :]) == 0
         keep[s : s + step] = np.argmax(shares, axis=1) == tables[s : s + step]
     return keep
+
+
+def band_join_finds(
+    fps: np.ndarray, masks: Sequence[int] | np.ndarray, k: int
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Whether the band join over ``masks`` (at ``k``) gives the row pair (i, j) of ``fps``: its
+    fingerprints are within ``k`` bits and share a key in some table (its bucket may be hot: then the
+    hot-bucket forest stands for it)."""
+    u = to_unsigned(np.asarray(fps))
+    m = to_unsigned(np.asarray(masks, dtype=np.int64))
+
+    def finds(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        diff = u[i] ^ u[j]
+        out = popcount(diff) <= k
+        close = np.flatnonzero(out)
+        step = max(1, CHUNK // max(1, len(m)))
+        for s in range(0, len(close), step):
+            part = close[s : s + step]
+            out[part] = ((diff[part, None] & m[None, :]) == 0).any(axis=1)
+        return out
+
+    return finds
 
 
 def bucket_pairs(
