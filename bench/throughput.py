@@ -134,6 +134,7 @@ def main() -> None:
             "stages_s": summary["timings_s"],
             "bands": summary["bands"]["scheme"],
             "candidate_pairs_within_k": summary.get("candidate_pairs_within_k"),
+            "sketch_bands": summary.get("sketch_bands"),  # with match.sketch_bands: the pairs they added
             "verify": summary.get("verify"),  # passed, and what a check filter dropped
             "spark_jobs": summary.get("spark_jobs"),
             **recall(output, truth, found),

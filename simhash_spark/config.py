@@ -67,6 +67,7 @@ class InputConfig:
 class MatchConfig:
     max_distance: int = 12
     length_steps: tuple[tuple[int, int], ...] = ()
+    sketch_bands: bool = False
 
 
 @dataclass(frozen=True)
@@ -394,12 +395,28 @@ def _check_scheme(key: str, spec: str, k: int, what: str) -> None:
     )
 
 
+def _check_sketch_bands(cfg: Config) -> None:
+    """The sketch bands are the sketch filter's sketches, and only the text check accepts their pairs."""
+    from simhash_spark.core.fingerprint import check_filter_problem
+
+    problem = check_filter_problem(cfg.model, cfg.verify)
+    if problem is not None:
+        raise ConfigError(f"match.sketch_bands: {problem} (or set match.sketch_bands = false)")
+    if cfg.verify.prefix_filter or not cfg.verify.sketch_filter:
+        raise ConfigError(
+            "match.sketch_bands: needs the sketches of verify.sketch_filter = true, which "
+            "verify.prefix_filter = true replaces (or set match.sketch_bands = false)"
+        )
+
+
 def _check_cross_fields(cfg: Config) -> None:
     k = cfg.policy.largest
     what = "match.max_distance" if k == cfg.match.max_distance else "match.length_steps"
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
+    if cfg.match.sketch_bands:
+        _check_sketch_bands(cfg)
     if cfg.verify.prefix_filter:  # asked for; the sketch filter (on by default) applies only where it can
         from simhash_spark.core.fingerprint import check_filter_problem
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
@@ -17,6 +18,7 @@ from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES, check_filter
 from simhash_spark.io import id_totals, prepare_docs, validate_ids, validate_schema
 from simhash_spark.link_model import AtHand
 from simhash_spark.transforms.classic import spark_context
+from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.fingerprint import (
     add_fingerprints,
     add_title_fingerprints,
@@ -150,8 +152,10 @@ def _fingerprint_on_driver(
     totals = {"rows": len(ids), "non_null": int(ids.notna().sum()), "distinct": int(ids.nunique())}
     validate_ids(totals, raw, cfg, source=source)
     title_model = cfg.title_model if cfg.input.title_column else None
+    # the sketch bands link on the sketches; the sketch filter alone has nothing to filter on the driver
+    check = check_filter(cfg.model, cfg.verify) if cfg.match.sketch_bands else None
     computed = local_fingerprints(
-        local, model=cfg.model, title_model=title_model, processes=_driver_cores(spark)
+        local, model=cfg.model, title_model=title_model, processes=_driver_cores(spark), check=check
     )
     per_status = computed[C.STATUS].value_counts()
     id_type = docs.schema[C.ID].dataType
@@ -174,7 +178,15 @@ def _fingerprint_on_driver(
         "driver",
         at_hand,
         local,
+        summaries=None if check is None else _summary_frame(spark, keyed, id_type),
     )
+
+
+def _summary_frame(spark: SparkSession, keyed: pd.DataFrame, id_type: T.DataType) -> DataFrame:
+    """The check summaries computed on the driver, for a linking that runs in Spark after all."""
+    rows = keyed.loc[keyed[C.CHECK_SUMMARY].notna(), [C.ID, C.CHECK_SUMMARY]]
+    schema = T.StructType([T.StructField(C.ID, id_type), T.StructField(C.CHECK_SUMMARY, T.BinaryType())])
+    return driver_frame(spark, rows, schema)
 
 
 def status_sums() -> list[Column]:

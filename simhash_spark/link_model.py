@@ -33,6 +33,7 @@ class LinkParams:
     title_rule: str | None = None  # "and", "or", or None without titles
     title_max_distance: int = 0
     local_max_documents: int = 0  # at most this many documents are linked on the driver (core.link_local)
+    sketch_bands: bool = False  # pairs whose sketches share a band are candidates too (core.sketch_bands)
 
     @classmethod
     def from_config(cls, cfg: Config, *, titled: bool) -> LinkParams:
@@ -47,6 +48,7 @@ class LinkParams:
             title_rule=title_rule,
             title_max_distance=cfg.title.max_distance,
             local_max_documents=cfg.cluster.local_max_documents,
+            sketch_bands=cfg.match.sketch_bands,
         )
 
     def for_titles(self) -> LinkParams:
@@ -109,7 +111,10 @@ def link_stats(
     by_reason: dict[str, int],
     n_pairs: int,
     forest_edges: int,
+    sketch: SketchBands | None = None,
 ) -> dict[str, Any]:
+    """``sketch``: what the sketch bands added, when on."""
+    sketch_hot = sketch.hot_keys if sketch is not None else 0
     return {
         "distinct_fingerprints": int(t["fingerprints"]),
         # rows of the band join: one per distinct fingerprint (and, with a text check, distinct text)
@@ -123,7 +128,7 @@ def link_stats(
         "representative_pairs_accepted": sum(by_reason.values()),
         "representative_pairs_by_reason": by_reason,
         "pairs_accepted": n_pairs,
-        "pairs_complete": int(t["cut"]) == 0 and design.n_hot == 0,
+        "pairs_complete": int(t["cut"]) == 0 and design.n_hot == 0 and sketch_hot == 0,
         "hot_buckets": design.n_hot,
         "hot_bucket_forest_edges": forest_edges,
         "largest_buckets": design.largest_buckets,
@@ -142,4 +147,14 @@ def link_stats(
             "join": design.join,
             **({"auto": design.report} if design.report else {}),
         },
+        **({"sketch_bands": dataclasses.asdict(sketch)} if sketch is not None else {}),
     }
+
+
+@dataclass(frozen=True)
+class SketchBands:
+    """summary.json's ``sketch_bands``: the candidate pairs only the sketch bands gave, and the band keys
+    over the hot-bucket limit, not joined."""
+
+    candidate_pairs: int
+    hot_keys: int

@@ -7,6 +7,7 @@ configuration. This module holds the Spark steps; small inputs are linked on the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -23,16 +24,28 @@ from simhash_spark.core.bucket_pairs import rank_buckets
 from simhash_spark.core.check_filter import requested
 from simhash_spark.core.link_local import choose_design_local
 from simhash_spark.core.rules import PairRule
+from simhash_spark.core.sketch_bands import drop_hot
 from simhash_spark.core.verify import BY_TITLE
-from simhash_spark.link_model import AtHand, Design, Linked, LinkParams, finish_stats, link_stats
+from simhash_spark.link_model import (
+    AtHand,
+    Design,
+    Linked,
+    LinkParams,
+    SketchBands,
+    finish_stats,
+    link_stats,
+)
 from simhash_spark.linking_local import collect_documents, held_documents, link_on_driver, on_driver, texts_of
 from simhash_spark.transforms.candidates import (
+    SKETCH_PAIR,
     band_join,
     collect_fingerprints,
     hamming_distance,
     in_task_band_join,
     in_task_parallelism,
     partitioned_band_keys,
+    shuffled_sketch_join,
+    sketch_key_rows,
 )
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design, design_rules
@@ -88,7 +101,8 @@ def link(
         if at_hand is not None:
             held = partial(held_documents, at_hand.keyed, at_hand.titles, params.rule)
             return link_on_driver(keyed, params, ctx, documents=held, fetch=at_hand.texts)
-        collected = partial(collect_documents, keyed, titles, params.rule)
+        wanted = summaries if params.sketch_bands else None
+        collected = partial(collect_documents, keyed, titles, params.rule, wanted)
         return link_on_driver(keyed, params, ctx, documents=collected, fetch=texts_of(texts))
     return _link_in_spark(keyed, params, ctx, texts=texts, titles=titles, summaries=summaries)
 
@@ -243,12 +257,25 @@ def _shuffled_join(
 
 
 def _in_task_join(
-    ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext, *, tasks: int
-) -> tuple[Design, DataFrame]:
+    ident: _Identical,
+    k: int,
+    bands: BandsConfig,
+    ctx: RunContext,
+    *,
+    tasks: int,
+    sketches: DataFrame | None,
+) -> tuple[Design, DataFrame, int]:
     """The band join with whole tables sorted inside tasks. The representatives are collected once: the
-    design is chosen on the driver from them (``auto``), bucket sizes come out of the join, exact."""
+    design is chosen on the driver from them (``auto``), bucket sizes come out of the join, exact. With
+    ``sketches`` (``id``, ``check_summary``), the sketch bands are joined in the same tasks. Returns the
+    design, the candidates (``id_a``, ``id_b``, ``distance``, ``band``: ``SKETCH_PAIR`` for the sketch
+    bands' pairs) and the number of hot sketch band keys."""
     spark = ident.reps.sparkSession
-    reps = collect_fingerprints(ident.reps)
+    reps = collect_fingerprints(ident.reps, sketches)
+    n_sketch_hot = 0
+    if reps.sketch_keys is not None:
+        cooled, sketch_hot = drop_hot(reps.sketch_keys, bands.hot_bucket_limit)
+        reps, n_sketch_hot = dataclasses.replace(reps, sketch_keys=cooled), len(sketch_hot)
     scheme, report = choose_design_local(
         reps.fingerprints, k, bands.scheme, design_rules(bands, in_task=True)
     )
@@ -272,7 +299,29 @@ def _in_task_join(
     )
     hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
     design = Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task")
-    return design, joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE)
+    return design, joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE, C.BAND), n_sketch_hot
+
+
+def _shuffled_sketch_join(
+    ident: _Identical, sketches: DataFrame, design: Design, k: int, bands: BandsConfig, ctx: RunContext
+) -> tuple[DataFrame, int]:
+    """The sketch bands' pairs for the shuffled join (``band`` = ``SKETCH_PAIR``), and the number of hot
+    sketch band keys."""
+    rows = ctx.persist(sketch_key_rows(ident.reps, sketches))
+    pairs, hot = shuffled_sketch_join(
+        rows, masks=design.masks, max_distance=k, hot_bucket_limit=bands.hot_bucket_limit
+    )
+    return pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)), hot.count()
+
+
+def _count_candidates(candidates: DataFrame) -> tuple[int, int]:
+    """(the band join's candidates, the sketch bands' candidates) in one action."""
+    from_sketch = (F.col(C.BAND) == SKETCH_PAIR).cast("long")
+    row = candidates.agg(
+        F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(from_sketch), F.lit(0)).alias("s")
+    ).first()
+    assert row is not None
+    return int(row["n"]) - int(row["s"]), int(row["s"])
 
 
 def _accepted(
@@ -288,6 +337,7 @@ def _accepted(
     summaries: DataFrame | None,
     n_candidates: int,
     few_limit: int,
+    sketch_bands: bool = False,
 ) -> tuple[DataFrame, int, dict[str, Any]]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
     number of forest edges, and the check filter's statistics (``verify.<kind>_filter`` and how many of the
@@ -301,7 +351,12 @@ def _accepted(
     if summaries is not None and check is not None and rule.verify.enabled:
         candidates = ctx.persist(
             drop_unreachable(
-                candidates, rule=rule, check=check, summaries=summaries, few=n_candidates <= few_limit
+                candidates,
+                rule=rule,
+                check=check,
+                summaries=summaries,
+                few=n_candidates <= few_limit,
+                sketch_bands=sketch_bands,
             )
         )
         n_left = candidates.count()
@@ -336,16 +391,26 @@ def _find(
     if checking and texts is None:
         raise ValueError("verify.measure needs the documents' texts")
     lengths = keyed.select(C.ID, C.N_CHARS)
+    sketches = summaries if params.sketch_bands else None
+    if params.sketch_bands and summaries is None:
+        raise ValueError("match.sketch_bands needs the documents' sketches (summaries)")
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
         n_distinct = int(ident.totals["distinct"])
-        tasks = in_task_parallelism(keyed.sparkSession, n_distinct)
+        tasks = in_task_parallelism(keyed.sparkSession, n_distinct, sketches=sketches is not None)
         if tasks is not None and n_distinct <= params.bands.in_task_max_fingerprints:
-            design, candidates = _in_task_join(ident, k, params.bands, ctx, tasks=tasks)
+            design, candidates, sketch_hot = _in_task_join(
+                ident, k, params.bands, ctx, tasks=tasks, sketches=sketches
+            )
         else:
             scheme, report = _scheme(ident, k, params.bands)
             design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
-        within_k = candidates.count()
+            candidates, sketch_hot = candidates.withColumn(C.BAND, F.lit(None).cast("int")), 0
+            if sketches is not None:
+                from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, params.bands, ctx)
+                candidates = ctx.persist(candidates.unionByName(from_sketch))
+        within_k, n_sketch = _count_candidates(candidates)
+        candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     with ctx.stage("verify"):
         rep_pairs, forest_edges, filtered = _accepted(
             candidates,
@@ -357,8 +422,9 @@ def _find(
             texts=texts,
             titles=titles,
             summaries=summaries,
-            n_candidates=within_k,
+            n_candidates=within_k + n_sketch,
             few_limit=params.local_max_edges,
+            sketch_bands=sketches is not None,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         pairs = expand_pairs(rep_pairs, ident.members, max_group=limit)
@@ -368,6 +434,7 @@ def _find(
     edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
         star_edges(ident.members)
     )
-    stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges)
+    sketch = SketchBands(n_sketch, sketch_hot) if sketches is not None else None
+    stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges, sketch)
     stats["verify"].update(filtered)  # the check read only the pairs its filter kept
     return _Found(pairs, edges, n_pairs, stats)

@@ -24,7 +24,8 @@ from simhash_spark.core.link_local import (
     link_local,
 )
 from simhash_spark.core.rules import PairRule
-from simhash_spark.link_model import Design, Linked, LinkParams, finish_stats, link_stats
+from simhash_spark.core.sketch_bands import stored_keys
+from simhash_spark.link_model import Design, Linked, LinkParams, SketchBands, finish_stats, link_stats
 from simhash_spark.transforms.designs import design_rules
 from simhash_spark.transforms.driver_frames import driver_frame
 
@@ -60,16 +61,24 @@ def texts_of(texts: DataFrame | None) -> Callable[[set[Any]], dict[Any, str]]:
     return fetch
 
 
-def collect_documents(keyed: DataFrame, titles: DataFrame | None, rule: PairRule) -> Documents:
+def collect_documents(
+    keyed: DataFrame, titles: DataFrame | None, rule: PairRule, summaries: DataFrame | None = None
+) -> Documents:
+    """``core.link_local``'s documents collected from ``keyed``, ``titles`` and (for the sketch bands)
+    the check ``summaries`` (``id``, ``check_summary``)."""
     cols = [C.ID, C.FINGERPRINT, C.N_CHARS] + ([C.TEXT_HASH] if rule.verify.enabled else [])
     title_rows = None
     if rule.title_max_distance is not None and titles is not None:
         title_rows = titles.select(C.ID, C.TITLE_FINGERPRINT).toPandas()
-    return held_documents(keyed.select(*cols).toPandas(), title_rows, rule)
+    rows: pd.DataFrame = keyed.select(*cols).toPandas()
+    if summaries is not None:
+        rows = rows.merge(summaries.select(C.ID, C.CHECK_SUMMARY).toPandas(), on=C.ID, how="left")
+    return held_documents(rows, title_rows, rule)
 
 
 def held_documents(pdf: pd.DataFrame, titles: pd.DataFrame | None, rule: PairRule) -> Documents:
-    """``core.link_local``'s documents from the rows of ``keyed`` and ``titles``."""
+    """``core.link_local``'s documents from the rows of ``keyed`` (with ``check_summary`` where the
+    sketch bands need it) and ``titles``."""
     title_map: dict[Any, int] = {}
     if rule.title_max_distance is not None and titles is not None:
         title_map = dict(
@@ -81,7 +90,12 @@ def held_documents(pdf: pd.DataFrame, titles: pd.DataFrame | None, rule: PairRul
         n_chars=pdf[C.N_CHARS].to_numpy(dtype=np.int64),
         text_hash=pdf[C.TEXT_HASH].to_numpy(dtype=np.int64) if rule.verify.enabled else None,
         titles=title_map,
+        sketch_keys=_sketch_keys(pdf[C.CHECK_SUMMARY]) if C.CHECK_SUMMARY in pdf.columns else None,
     )
+
+
+def _sketch_keys(summaries: pd.Series) -> np.ndarray:
+    return stored_keys([bytes(v) if isinstance(v, bytes | bytearray) else None for v in summaries.tolist()])
 
 
 def pairs_frame(spark: SparkSession, id_type: str, rows: list[PairRow], dtype: np.dtype) -> DataFrame:
@@ -126,7 +140,11 @@ def link_on_driver(
     for the pairs the rule checks, the results handed back as DataFrames."""
     rule, k = params.rule, params.rule.largest_k
     settings = LinkSettings(
-        rule, params.bands.scheme, design_rules(params.bands, in_task=True), params.pairs_max_group
+        rule,
+        params.bands.scheme,
+        design_rules(params.bands, in_task=True),
+        params.pairs_max_group,
+        params.sketch_bands,
     )
     with ctx.stage("candidates"):
         found = find_candidates(documents(), settings)
@@ -137,8 +155,17 @@ def link_on_driver(
     design = Design(
         local.scheme, found.masks, local.design_report, None, local.n_hot, local.largest_buckets, "driver"
     )
+    sketch = SketchBands(local.sketch_pairs, local.sketch_hot_keys) if params.sketch_bands else None
     stats = link_stats(
-        local.totals, design, rule, k, local.within_k, local.by_reason, local.n_pairs, local.forest_edges
+        local.totals,
+        design,
+        rule,
+        k,
+        local.within_k,
+        local.by_reason,
+        local.n_pairs,
+        local.forest_edges,
+        sketch,
     )
     finish_stats(stats, params, local.n_pairs, iterations=0, method="local")
     return Linked(pairs, assignments, stats, local, (local.nodes, local.labels))

@@ -15,7 +15,7 @@ from simhash_spark import columns as C
 from simhash_spark.assembly import RunTotals, assemble
 from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
-from simhash_spark.errors import SimhashSparkError, essence
+from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 from simhash_spark.fingerprint_pass import fingerprint_pass
 from simhash_spark.index.session import IndexSession, run_record
 from simhash_spark.index_pass import (
@@ -35,6 +35,7 @@ from simhash_spark.report.render import ReportData, render
 from simhash_spark.run_summary import SKIPPED_LISTED, driver_memory, report_rows, run_statistics, versions
 from simhash_spark.storage import FileSystem
 from simhash_spark.tables import OutputTables
+from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.clusters import drop_duplicates
 
 
@@ -79,6 +80,23 @@ class DedupResult:
         self.ctx.release()
 
 
+def _check_sketch_bands(spark: SparkSession, cfg: Config, *, with_index: bool) -> None:
+    """``match.sketch_bands`` where it cannot apply fails the run before any work: an index holds no
+    sketches of its entries yet, and a Spark Connect session's fingerprint pass keeps none."""
+    if not cfg.match.sketch_bands:
+        return
+    if with_index:
+        raise ConfigError(
+            "match.sketch_bands: not with --index yet (the index keeps no sketches of its entries, so "
+            "history would be matched within k only); set match.sketch_bands = false"
+        )
+    if spark_context(spark) is None:
+        raise ConfigError(
+            "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
+            "set match.sketch_bands = false"
+        )
+
+
 def dedup(
     spark: SparkSession,
     raw: DataFrame,
@@ -100,6 +118,7 @@ def dedup(
     ``overrides={"match.max_distance": 10, "input.text_columns": ["title", "body"]}``.
     """
     cfg = with_overrides(cfg or load_config(), overrides or {})
+    _check_sketch_bands(spark, cfg, with_index=index is not None)
     ctx = ctx or RunContext()
     fp_pass = fingerprint_pass(spark, raw, cfg, ctx, source=source)
     docs, fps, status_counts = fp_pass.docs, fp_pass.fps, fp_pass.status_counts
@@ -188,6 +207,7 @@ def run(
     source = f"table {input_table}" if input_table else str(input_path)
     tables = OutputTables.from_config(cfg, output_table_prefix, run_date)
     out_fs = FileSystem(spark, output)
+    _check_sketch_bands(spark, cfg, with_index=bool(index_path))
     check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
     tables.check(spark, overwrite=cfg.output.overwrite)
     publisher = Publisher(

@@ -31,6 +31,8 @@ CONFIGS = {
     ],
     # documents on both sides of the short-text length: 2-gram and 5-gram fingerprints, mixed pairs
     "short_texts": ["short_texts.below_letters=400", "match.length_steps=[[0, 14], [400, 12]]"],
+    # a small k: most near-duplicates are found by their sketch bands alone
+    "sketch_bands": ["match.sketch_bands=true", "match.max_distance=3", "bands.scheme=blocks:5"],
 }
 
 
@@ -86,6 +88,9 @@ def test_driver_linking_equals_the_spark_linking(spark, corpus, name):
     assert stats["pairs_accepted"] == len(on_driver["pairs"]) > 0
     if name == "hot_buckets":
         assert stats["hot_buckets"] > 0 and stats["hot_bucket_forest_edges"] > 0
+    if name == "sketch_bands":
+        assert stats["sketch_bands"]["candidate_pairs"] > 0
+        assert any(r["distance"] > 3 for r in map(json.loads, on_driver["pairs"]))
     if name == "no_check_stars":
         assert stats["groups_written_as_stars"] > 0
     if any(o.startswith("bands.scheme=") for o in CONFIGS[name]):  # auto prices the two joins differently

@@ -42,6 +42,16 @@ def test_the_rule_reads_as_documented():
     assert rule.reason(9, 500, 500, similarity=0.79) is None
     assert rule.reason(9, 500, 500, similarity=0.9, title_distance=7) is None  # titles too far apart
     assert rule.reason(9, 500, 500, similarity=0.9, title_distance=None) == VERIFIED  # a side has no title
+    # sketches sharing a band make a pair beyond k a candidate, which only the check accepts
+    assert rule.reason(13, 500, 500, similarity=0.8, shares_band=True) == VERIFIED
+    assert rule.reason(13, 500, 500, similarity=0.79, shares_band=True) is None
+    assert rule.reason(8, 50, 500, similarity=0.99, shares_band=True) == VERIFIED
+    assert rule.reason(13, 500, 500, similarity=0.9, title_distance=7, shares_band=True) is None
+    wide = PairRule(ThresholdPolicy(3), VerifyOptions(accept_distance=5), NORM)
+    assert wide.reason(4, 500, 500, similarity=0.1, shares_band=True) is None  # beyond k: checked
+    assert wide.needs_text_check(4, within_k=False) and not wide.needs_text_check(3)
+    unchecked = PairRule(ThresholdPolicy(3), VerifyOptions(measure="none"), NORM)
+    assert unchecked.reason(5, 500, 500, shares_band=True) is None
 
 
 def test_the_spark_twin_gives_the_rules_answer_on_random_cases(spark):
@@ -59,9 +69,12 @@ def test_the_spark_twin_gives_the_rules_answer_on_random_cases(spark):
                     rng.random() < 0.3,
                     round(rng.random(), 3),
                     rng.choice([None, rng.randint(0, 10)]),
+                    rng.random() < 0.3,
                 )
             )
-        df = spark.createDataFrame(cases, "i int, d int, shorter int, same boolean, sim double, td int")
+        df = spark.createDataFrame(
+            cases, "i int, d int, shorter int, same boolean, sim double, td int, band boolean"
+        )
         reason = reason_column(
             rule,
             F.col("d"),
@@ -69,11 +82,14 @@ def test_the_spark_twin_gives_the_rules_answer_on_random_cases(spark):
             same_text=F.col("same"),
             similarity=F.col("sim"),
             title_distance=F.col("td"),
+            shares_band=F.col("band"),
         )
         got = {r["i"]: r["reason"] for r in df.select("i", reason.alias("reason")).collect()}
-        for i, d, shorter, same, sim, td in cases:
-            want = rule.reason(d, shorter, shorter + 1, same_text=same, similarity=sim, title_distance=td)
-            assert got[i] == want, (rule, d, shorter, same, sim, td)
+        for i, d, shorter, same, sim, td, band in cases:
+            want = rule.reason(
+                d, shorter, shorter + 1, same_text=same, similarity=sim, title_distance=td, shares_band=band
+            )
+            assert got[i] == want, (rule, d, shorter, same, sim, td, band)
 
 
 TEXTS = [
@@ -92,8 +108,13 @@ def test_the_verify_stage_accepts_what_the_rule_accepts(spark):
         texts = [rng.choice(TEXTS) + ("" if rng.random() < 0.5 else "附") for _ in range(n)]
         n_chars = [rng.choice([20, 80, 120, 500]) for _ in range(n)]
         titles = [None if rng.random() < 0.3 else rng.getrandbits(63) for _ in range(n)]
-        cands = [(a, b, rng.randint(0, 15)) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.3]
-        pairs = spark.createDataFrame(cands, "id_a long, id_b long, distance int")
+        cands = [
+            (a, b, rng.randint(0, 15), rng.random() < 0.3)
+            for a in range(n)
+            for b in range(a + 1, n)
+            if rng.random() < 0.3
+        ]
+        pairs = spark.createDataFrame(cands, "id_a long, id_b long, distance int, shares_band boolean")
         lengths = spark.createDataFrame(list(enumerate(n_chars)), "id long, n_chars int")
         tdf = spark.createDataFrame(list(enumerate(texts)), "id long, text string")
         titled = spark.createDataFrame(
@@ -106,10 +127,13 @@ def test_the_verify_stage_accepts_what_the_rule_accepts(spark):
             ).collect()
         }
         want = {}
-        for a, b, d in cands:
+        for a, b, d, band in cands:
             td = None if titles[a] is None or titles[b] is None else (titles[a] ^ titles[b]).bit_count()
-            sim = rule.similarity(texts[a], texts[b]) if rule.needs_text_check(d) else None
-            reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td)
+            within_k = d <= rule.k(n_chars[a], n_chars[b])
+            sim = rule.similarity(texts[a], texts[b]) if rule.needs_text_check(d, within_k=within_k) else None
+            reason = rule.reason(
+                d, n_chars[a], n_chars[b], similarity=sim, title_distance=td, shares_band=band
+            )
             if reason is not None:
                 want[(a, b)] = reason
         assert got == want, rule

@@ -11,7 +11,7 @@ step mirrors its Spark twin, and tests compare the two on the same inputs (tests
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,13 +19,14 @@ import numpy as np
 import pandas as pd
 
 from simhash_spark.core.bands import BITS, BandScheme, BitModel, parse_scheme
-from simhash_spark.core.bucket_pairs import join_tables, rank_buckets
+from simhash_spark.core.bucket_pairs import band_join_finds, join_tables, rank_buckets
 from simhash_spark.core.components import component_labels
 from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
 from simhash_spark.core.forest import accepted_forest
 from simhash_spark.core.mix64 import scramble
 from simhash_spark.core.rules import PairRule
-from simhash_spark.core.simhash import to_unsigned
+from simhash_spark.core.simhash import popcount, to_unsigned
+from simhash_spark.core.sketch_bands import BANDS, band_pairs, drop_hot, share_band
 from simhash_spark.core.verify import IDENTICAL
 
 _M64 = (1 << 64) - 1
@@ -41,6 +42,13 @@ class Documents:
     n_chars: np.ndarray  # int64
     text_hash: np.ndarray | None = None  # int64; splits identical groups under a text check
     titles: Mapping[Any, int] = field(default_factory=dict)  # id -> title fingerprint (documents with one)
+    # with sketch bands: (n, BANDS) uint32 (core.sketch_bands.sketch_keys; NO_KEY without a sketch)
+    sketch_keys: np.ndarray | None = None
+
+    def keys_of(self, ids: Sequence[Any]) -> np.ndarray:
+        """The sketch keys of the documents ``ids`` (in that order)."""
+        assert self.sketch_keys is not None
+        return self.sketch_keys[pd.Index(self.ids).get_indexer(pd.Index(ids))]
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class LinkSettings:
     scheme: str  # bands.scheme
     design_rules: DesignRules
     pairs_max_group: int
+    sketch_bands: bool = False
 
 
 @dataclass
@@ -62,6 +71,8 @@ class LocalLinked:
     largest_buckets: list[dict[str, Any]]
     n_hot: int
     within_k: int  # candidate pairs of the band join
+    sketch_pairs: int  # candidate pairs only the sketch bands gave
+    sketch_hot_keys: int  # sketch band keys over the hot-bucket limit (not joined)
     by_reason: dict[str, int]
     n_pairs: int
     forest_edges: int
@@ -166,22 +177,31 @@ def _accept(
     """The candidates the rule accepts, as ``transforms.verify.accept_pairs`` does."""
     n_chars = dict(zip(docs.ids.tolist(), docs.n_chars.tolist(), strict=True))
     use_titles = rule.title_max_distance is not None
+    shares = _shares_band(cands, docs)
     kept = []
-    for a, b, d in cands:
+    for (a, b, d), band in zip(cands, shares.tolist(), strict=True):
         td = _title_distance(docs.titles, a, b) if use_titles else None
-        if d <= rule.k(n_chars[a], n_chars[b]) and rule.titles_agree(td):
-            kept.append((a, b, d, td))
-    to_check = [c for c in kept if rule.needs_text_check(c[2])]
+        within_k = d <= rule.k(n_chars[a], n_chars[b])
+        if (within_k or band) and rule.titles_agree(td):
+            kept.append((a, b, d, td, band, within_k))
+    to_check = [c for c in kept if rule.needs_text_check(c[2], within_k=c[5])]
     text_of = texts({x for c in to_check for x in c[:2]}) if to_check else {}
     checked = rule.similarities([text_of.get(c[0]) for c in to_check], [text_of.get(c[1]) for c in to_check])
     similarity_of = dict(zip(((c[0], c[1]) for c in to_check), checked.tolist(), strict=True))
     out: list[PairRow] = []
-    for a, b, d, td in kept:
+    for a, b, d, td, band, _ in kept:
         sim = similarity_of.get((a, b))
-        reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td)
+        reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td, shares_band=band)
         if reason is not None:
             out.append((a, b, d, sim, reason))
     return out
+
+
+def _shares_band(cands: list[tuple[Any, Any, int]], docs: Documents) -> np.ndarray:
+    """Whether each candidate's sketches share a band (all False without sketch keys)."""
+    if docs.sketch_keys is None or not cands:
+        return np.zeros(len(cands), dtype=bool)
+    return share_band(docs.keys_of([c[0] for c in cands]), docs.keys_of([c[1] for c in cands]))
 
 
 def _forests(
@@ -250,6 +270,8 @@ class Candidates:
     largest: list[dict[str, Any]]  # summary.json's largest_buckets
     hot: list[tuple[int, int]]
     pairs: list[tuple[Any, Any, int]]  # id_a < id_b, distance
+    sketch_pairs: int = 0  # of ``pairs``, those only the sketch bands gave (the last ones)
+    sketch_hot_keys: int = 0
 
 
 def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
@@ -263,13 +285,19 @@ def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
     joined = join_tables(fps, np.array(masks, dtype=np.int64), range(len(masks)), k=k, limit=limit)
     largest, hot = rank_buckets(joined.buckets, limit)
     ids = groups.reps["id"].to_numpy()
+    i, j, d = joined.i, joined.j, joined.distance
+    n_sketch = n_sketch_hot = 0
+    if settings.sketch_bands and docs.sketch_keys is not None:
+        keys, sketch_hot = drop_hot(docs.keys_of(ids), limit)
+        si, sj = band_pairs(keys, range(BANDS), skip=band_join_finds(fps, masks, k))
+        sd = popcount(to_unsigned(fps[si]) ^ to_unsigned(fps[sj])).astype(np.int32)
+        i, j, d = np.concatenate([i, si]), np.concatenate([j, sj]), np.concatenate([d, sd])
+        n_sketch, n_sketch_hot = len(si), len(sketch_hot)
     pairs = [
-        (min(a, b), max(a, b), int(d))
-        for a, b, d in zip(
-            ids[joined.i].tolist(), ids[joined.j].tolist(), joined.distance.tolist(), strict=True
-        )
+        (min(a, b), max(a, b), int(x))
+        for a, b, x in zip(ids[i].tolist(), ids[j].tolist(), d.tolist(), strict=True)
     ]
-    return Candidates(docs, groups, scheme, report, masks, largest, hot, pairs)
+    return Candidates(docs, groups, scheme, report, masks, largest, hot, pairs, n_sketch, n_sketch_hot)
 
 
 def link_local(
@@ -305,7 +333,9 @@ def link_local(
         design_report=found.design_report,
         largest_buckets=found.largest,
         n_hot=len(found.hot),
-        within_k=len(found.pairs),
+        within_k=len(found.pairs) - found.sketch_pairs,
+        sketch_pairs=found.sketch_pairs,
+        sketch_hot_keys=found.sketch_hot_keys,
         by_reason=by_reason,
         n_pairs=totals["within"] + cross,
         forest_edges=len(forest),

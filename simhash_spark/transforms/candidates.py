@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,13 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
-from simhash_spark.core.bucket_pairs import TableJoin, bucket_pairs, join_tables
+from simhash_spark.core.bucket_pairs import TableJoin, band_join_finds, bucket_pairs, join_tables
+from simhash_spark.core.simhash import popcount, to_unsigned
+from simhash_spark.core.sketch_bands import BANDS, NO_KEY, band_pairs, stored_keys
 from simhash_spark.transforms.classic import spark_context
 
+SKETCH_PAIR = -1  # the band of a pair row only the sketch bands gave (in_task_band_join)
 _MIN_ROWS = 1 << 16  # rows gathered before comparing: numpy calls per Arrow batch (1,000 rows) would dominate
 
 
@@ -123,33 +128,47 @@ def band_join(
 COLLECT_BYTES = 64
 
 
-def in_task_parallelism(spark: SparkSession, n_fingerprints: int) -> int | None:
+def in_task_parallelism(spark: SparkSession, n_fingerprints: int, *, sketches: bool = False) -> int | None:
     """Tasks for ``in_task_band_join`` (the default parallelism), or None where it must not run: Spark
-    Connect has no SparkContext to broadcast with, and the driver collects every fingerprint first, so
-    they must fit a quarter of its heap (a 1 GB driver: ~4 M)."""
+    Connect has no SparkContext to broadcast with, and the driver collects every fingerprint (with
+    ``sketches``, every sketch too: as much again) first, so they must fit a quarter of its heap (a 1 GB
+    driver: ~4 M)."""
+    per_row = COLLECT_BYTES * (2 if sketches else 1)
     sc = spark_context(spark)
     if sc is None or sc._jvm is None:
         return None
     tasks = int(sc.defaultParallelism)
     heap = int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
-    return tasks if n_fingerprints * COLLECT_BYTES <= heap // 4 else None
+    return tasks if n_fingerprints * per_row <= heap // 4 else None
 
 
 @dataclass(frozen=True)
 class Collected:
     """(id, fingerprint) of every representative, on the driver: what the band join inside tasks ships,
-    and what the design choice counts."""
+    and what the design choice counts; with sketch bands, each one's band keys too."""
 
     ids: np.ndarray
     fingerprints: np.ndarray  # int64
     id_type: DataType
+    sketch_keys: np.ndarray | None = None  # (n, BANDS) uint32, core.sketch_bands.sketch_keys
 
 
-def collect_fingerprints(reps: DataFrame) -> Collected:
-    """In: ``id``, ``fingerprint``. One action."""
+def collect_fingerprints(reps: DataFrame, summaries: DataFrame | None = None) -> Collected:
+    """In: ``reps`` (``id``, ``fingerprint``); for the sketch bands, ``summaries`` (``id``,
+    ``check_summary``: the sketches). One action each."""
     frame: pd.DataFrame = reps.select(C.ID, C.FINGERPRINT).toPandas()
+    keys = None
+    if summaries is not None:
+        sketches: pd.DataFrame = summaries.select(C.ID, C.CHECK_SUMMARY).toPandas()
+        # a representative without a sketch (a short text) has no key in any band
+        by_id = pd.Series(sketches[C.CHECK_SUMMARY].to_numpy(), index=sketches[C.ID].to_numpy())
+        aligned = by_id.reindex(frame[C.ID].to_numpy()).tolist()
+        keys = stored_keys([bytes(v) if isinstance(v, bytes | bytearray) else None for v in aligned])
     return Collected(
-        frame[C.ID].to_numpy(), frame[C.FINGERPRINT].to_numpy(dtype=np.int64), reps.schema[C.ID].dataType
+        frame[C.ID].to_numpy(),
+        frame[C.FINGERPRINT].to_numpy(dtype=np.int64),
+        reps.schema[C.ID].dataType,
+        keys,
     )
 
 
@@ -166,16 +185,20 @@ def in_task_band_join(
     tasks joins every ``tasks``-th table (``core.bucket_pairs.join_tables``: each pair once over all
     tables, buckets over ``hot_bucket_limit`` left to the forests).
 
+    With ``reps.sketch_keys`` (hot keys already dropped, ``core.sketch_bands.drop_hot``), each task also
+    joins every ``tasks``-th sketch band: the pairs sharing a band that the band join does not give, as
+    pair rows with ``band`` = ``SKETCH_PAIR``.
+
     Out: pair rows (``id_a`` < ``id_b``, ``distance``; bucket columns null) and bucket rows (``band``,
     ``band_key``, ``bucket_size`` of every hot bucket and each table's ten largest; pair columns null).
     """
-    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints))
+    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints, reps.sketch_keys))
     id_arrow_type = to_arrow_type(reps.id_type)
     table_masks = np.array(masks, dtype=np.int64)
-    n_tasks = max(1, min(tasks, len(masks)))
+    n_tasks = max(1, min(tasks, max(len(masks), BANDS if reps.sketch_keys is not None else 0)))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ids, fps = shipped.value
+        ids, fps, keys = shipped.value
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 joined = join_tables(
@@ -185,7 +208,14 @@ def in_task_band_join(
                     k=max_distance,
                     limit=hot_bucket_limit,
                 )
-                yield _joined_batch(pa.array(ids, type=id_arrow_type), joined)
+                id_values = pa.array(ids, type=id_arrow_type)
+                yield _joined_batch(id_values, joined)
+                if keys is not None:
+                    finds = band_join_finds(fps, table_masks, max_distance)
+                    i, j = band_pairs(keys, range(group, BANDS, n_tasks), skip=finds)
+                    d = popcount(to_unsigned(fps[i]) ^ to_unsigned(fps[j])).astype(np.int32)
+                    marked = TableJoin(i, j, d, [])
+                    yield _joined_batch(id_values, marked, band=SKETCH_PAIR)
 
     id_type = reps.id_type.simpleString()
     schema = (
@@ -195,21 +225,70 @@ def in_task_band_join(
     return spark.range(0, n_tasks, 1, n_tasks).mapInArrow(run, schema=schema)
 
 
-def _joined_batch(id_values: pa.Array, joined: TableJoin) -> pa.RecordBatch:
-    """A task's pairs (as ids) and notable buckets, in ``in_task_band_join``'s one schema."""
+def _joined_batch(id_values: pa.Array, joined: TableJoin, band: int | None = None) -> pa.RecordBatch:
+    """A task's pairs (as ids, their ``band`` null or the given mark) and notable buckets, in
+    ``in_task_band_join``'s one schema."""
     n_pairs, n_buckets = len(joined.i), len(joined.buckets)
+    pair_bands = pa.nulls(n_pairs, pa.int32()) if band is None else pa.array([band] * n_pairs, pa.int32())
     a, b = id_values.take(pa.array(joined.i)), id_values.take(pa.array(joined.j))
     first = pc.less(a, b)  # positions follow the collected order, not the ids' order
     no_ids = pa.nulls(n_buckets, id_values.type)
-    size, band, key = zip(*joined.buckets, strict=True) if n_buckets else ((), (), ())
+    size, bands, key = zip(*joined.buckets, strict=True) if n_buckets else ((), (), ())
     return pa.RecordBatch.from_arrays(
         [
             pa.concat_arrays([pc.if_else(first, a, b), no_ids]),
             pa.concat_arrays([pc.if_else(first, b, a), no_ids]),
             pa.concat_arrays([pa.array(joined.distance, pa.int32()), pa.nulls(n_buckets, pa.int32())]),
-            pa.concat_arrays([pa.nulls(n_pairs, pa.int32()), pa.array(band, pa.int32())]),
+            pa.concat_arrays([pair_bands, pa.array(bands, pa.int32())]),
             pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(key, pa.int64())]),
             pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(size, pa.int64())]),
         ],
         names=[C.ID_A, C.ID_B, C.DISTANCE, C.BAND, C.KEY, C.BUCKET_SIZE],
     )
+
+
+def _sketch_keys_udf() -> Any:
+    """``core.sketch_bands.stored_keys`` of a binary column of sketches, as arrays of LONG."""
+
+    @pandas_udf("array<bigint>")  # type: ignore[call-overload]
+    def keys(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        for sketches in batches:
+            values = [bytes(v) if isinstance(v, bytes | bytearray) else None for v in sketches.tolist()]
+            yield pd.Series(list(stored_keys(values).astype(np.int64)))
+
+    return keys
+
+
+def sketch_key_rows(reps: DataFrame, summaries: DataFrame) -> DataFrame:
+    """One row per (representative, sketch band in which it has a key).
+
+    In: ``reps`` (``id``, ``fingerprint``), ``summaries`` (``id``, ``check_summary``: the sketches).
+    Out: ``band``, ``band_key``, ``id``, ``fingerprint``."""
+    keyed = reps.select(C.ID, C.FINGERPRINT).join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID)
+    exploded = keyed.select(
+        C.ID, C.FINGERPRINT, F.posexplode(_sketch_keys_udf()(F.col(C.CHECK_SUMMARY))).alias(C.BAND, C.KEY)
+    )
+    return exploded.where(F.col(C.KEY) != NO_KEY).select(C.BAND, C.KEY, C.ID, C.FINGERPRINT)
+
+
+def shuffled_sketch_join(
+    key_rows: DataFrame, *, masks: list[int], max_distance: int, hot_bucket_limit: int
+) -> tuple[DataFrame, DataFrame]:
+    """``in_task_band_join``'s sketch pairs over shuffled rows: the pairs sharing a sketch band key held
+    by at most ``hot_bucket_limit`` representatives that the band join over ``masks`` does not give
+    (``core.bucket_pairs.band_join_finds``), once each, and the keys over the limit.
+
+    In: ``sketch_key_rows``. Out: (``id_a`` < ``id_b``, ``distance``), (``band``, ``band_key``,
+    ``bucket_size``)."""
+    sizes = key_rows.groupBy(C.BAND, C.KEY).agg(F.count(F.lit(1)).alias(C.BUCKET_SIZE))
+    hot = sizes.where(F.col(C.BUCKET_SIZE) > hot_bucket_limit)
+    shared = sizes.where(F.col(C.BUCKET_SIZE).between(2, hot_bucket_limit)).select(C.BAND, C.KEY)
+    usable = key_rows.join(shared, on=[C.BAND, C.KEY], how="left_semi")
+    a = usable.select(C.BAND, C.KEY, F.col(C.ID).alias(C.ID_A), F.col(C.FINGERPRINT).alias("_fa"))
+    b = usable.select(C.BAND, C.KEY, F.col(C.ID).alias(C.ID_B), F.col(C.FINGERPRINT).alias("_fb"))
+    joined = a.join(b, on=[C.BAND, C.KEY]).where(F.col(C.ID_A) < F.col(C.ID_B))
+    diff = F.col("_fa").bitwiseXOR(F.col("_fb"))
+    distance = F.bit_count(diff)
+    given = (distance <= max_distance) & F.exists(_masks(masks), lambda m: diff.bitwiseAND(m) == 0)
+    pairs = joined.where(~given).select(C.ID_A, C.ID_B, distance.cast("int").alias(C.DISTANCE))
+    return pairs.dropDuplicates([C.ID_A, C.ID_B]), hot

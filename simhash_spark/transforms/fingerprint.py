@@ -258,11 +258,14 @@ def collect_documents(docs: DataFrame) -> pd.DataFrame:
     ).toPandas()
 
 
-def _fingerprint_texts(texts: pd.Series, model: ModelOptions, *, processes: int = 1) -> pd.DataFrame:
-    """``fingerprint``, ``status``, ``n_chars`` of ``texts`` in this process (what the UDF returns), or
-    with ``processes`` > 1 in that many forked copies of it, a batch of documents at a time."""
+def _fingerprint_texts(
+    texts: pd.Series, model: ModelOptions, *, processes: int = 1, check: CheckFilter | None = None
+) -> pd.DataFrame:
+    """``fingerprint``, ``status``, ``n_chars`` (and with ``check``, ``check_summary``) of ``texts`` in
+    this process (what the UDF returns), or with ``processes`` > 1 in that many forked copies of it, a
+    batch of documents at a time."""
     keep_freed_memory()  # forked copies inherit it
-    fp = Fingerprinter(model)
+    fp = Fingerprinter(model, check)
     values = texts.where(texts.notna(), None).tolist()
     starts = range(0, len(values), _LOCAL_BATCH)
     if processes > 1 and len(starts) > 1 and "fork" in mp.get_all_start_methods():
@@ -309,15 +312,21 @@ def _hex(fingerprints: pd.Series) -> pd.Series:
 
 
 def local_fingerprints(
-    local: pd.DataFrame, *, model: ModelOptions, title_model: ModelOptions | None, processes: int = 1
+    local: pd.DataFrame,
+    *,
+    model: ModelOptions,
+    title_model: ModelOptions | None,
+    processes: int = 1,
+    check: CheckFilter | None = None,
 ) -> pd.DataFrame:
     """``add_fingerprints`` (and with ``title_model``, ``add_title_fingerprints``) of documents collected by
     ``collect_documents``, computed in this process: no Python worker to start, no shuffle.
 
     Out: ``id``, ``fingerprint``, ``fingerprint_hex``, ``status``, ``n_chars``, ``text_hash``, then
     ``title_fingerprint`` with a title model: the values the Spark path gives (``local_fingerprint_frame``
-    turns them into a DataFrame). ``processes``: how many of the driver's cores to use."""
-    res = _fingerprint_texts(local[C.TEXT], model, processes=processes)
+    turns them into a DataFrame). ``processes``: how many of the driver's cores to use. With ``check``,
+    a last column ``check_summary`` (for the linking only: ``local_fingerprint_frame`` leaves it out)."""
+    res = _fingerprint_texts(local[C.TEXT], model, processes=processes, check=check)
     fingerprinted = res[C.STATUS].isin(FINGERPRINTED)
     out = pd.DataFrame(
         {
@@ -332,6 +341,8 @@ def local_fingerprints(
     if title_model is not None:
         titled = _fingerprint_texts(local[C.TITLE], title_model, processes=processes)
         out[C.TITLE_FINGERPRINT] = titled[C.FINGERPRINT].where(titled[C.STATUS].isin(FINGERPRINTED), pd.NA)
+    if C.CHECK_SUMMARY in res.columns:
+        out[C.CHECK_SUMMARY] = res[C.CHECK_SUMMARY]
     return out
 
 
@@ -348,9 +359,9 @@ def local_fingerprint_frame(
         C.TEXT_HASH: T.LongType(),
         C.TITLE_FINGERPRINT: T.LongType(),
     }
-    schema = T.StructType([T.StructField(c, types[c]) for c in fingerprints.columns])
+    plain = fingerprints.drop(columns=[C.CHECK_SUMMARY], errors="ignore")
+    schema = T.StructType([T.StructField(c, types[c]) for c in plain.columns])
     # nullable integers as Python ints and None: PySpark 3.5 does not take pandas' Int64 through Arrow
-    plain = fingerprints.copy()
     for c in (C.FINGERPRINT, C.TITLE_FINGERPRINT):
         if c in plain.columns:
             values = plain[c]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -18,10 +19,12 @@ from pyspark.sql.functions import pandas_udf
 from simhash_spark import columns as C
 from simhash_spark.core.check_filter import CheckFilter
 from simhash_spark.core.rules import PairRule
+from simhash_spark.core.sketch_bands import stored_share_band
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, similarities
 
 _SHORTER = "_shorter_chars"
 _TITLE_DISTANCE = "_title_distance"
+_WITHIN_K = "_within_k"
 
 
 def pair_k_column(policy: ThresholdPolicy, shorter_chars: Column) -> Column:
@@ -38,8 +41,12 @@ def titles_agree_column(rule: PairRule, title_distance: Column) -> Column:
     return title_distance.isNull() | (title_distance <= rule.title_max_distance)
 
 
-def needs_check_column(rule: PairRule, distance: Column) -> Column:
-    return F.lit(False) if not rule.verify.enabled else distance > rule.verify.accept_distance
+def needs_check_column(rule: PairRule, distance: Column, within_k: Column | None = None) -> Column:
+    """``PairRule.needs_text_check``; ``within_k`` None: the distance is within the pair's k."""
+    if not rule.verify.enabled:
+        return F.lit(False)
+    beyond = distance > rule.verify.accept_distance
+    return beyond if within_k is None else beyond | ~within_k
 
 
 def reason_column(
@@ -50,17 +57,19 @@ def reason_column(
     same_text: Column,
     similarity: Column,
     title_distance: Column,
+    shares_band: Column | None = None,
 ) -> Column:
     """``PairRule.reason`` as a column (null: not a duplicate)."""
-    accepted = (distance <= pair_k_column(rule.policy, shorter_chars)) & titles_agree_column(
-        rule, title_distance
-    )
+    within_k = distance <= pair_k_column(rule.policy, shorter_chars)
+    candidate = within_k if shares_band is None else within_k | shares_band
+    accepted = candidate & titles_agree_column(rule, title_distance)
     identical = (distance == 0) & (same_text | F.lit(not rule.verify.enabled))
+    direct = within_k & ~needs_check_column(rule, distance)
     return (
         F.when(~accepted, F.lit(None).cast("string"))
         .when(identical, F.lit(IDENTICAL))
-        .when(~needs_check_column(rule, distance), F.lit(FINGERPRINT))
-        .when(similarity >= rule.verify.min_similarity, F.lit(VERIFIED))
+        .when(direct, F.lit(FINGERPRINT))
+        .when(F.lit(rule.verify.enabled) & (similarity >= rule.verify.min_similarity), F.lit(VERIFIED))
     )
 
 
@@ -79,20 +88,29 @@ def _similarity_udf(rule: PairRule) -> Any:
     return similarity
 
 
-def _may_pass_udf(check: CheckFilter) -> Any:
-    """``CheckFilter.may_pass`` of two binary columns (built when used, in the session's flavour: classic
-    or Spark Connect)."""
+def _judged_udf(check: CheckFilter, sketch_bands: bool) -> Any:
+    """``CheckFilter.may_pass`` (and with ``sketch_bands``, ``core.sketch_bands.stored_share_band``) of
+    two binary columns, as a struct (built when used, in the session's flavour: classic or Spark
+    Connect)."""
 
-    @pandas_udf("boolean")  # type: ignore[call-overload]
-    def may_pass(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+    @pandas_udf("may_pass boolean, shares_band boolean")  # type: ignore[call-overload]
+    def judged(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.DataFrame]:
         for a, b in batches:
-            yield pd.Series(check.may_pass(_values(a), _values(b)))
+            va, vb = _values(a), _values(b)
+            shares = stored_share_band(va, vb) if sketch_bands else np.zeros(len(va), dtype=bool)
+            yield pd.DataFrame({"may_pass": check.may_pass(va, vb), "shares_band": shares})
 
-    return may_pass
+    return judged
 
 
 def drop_unreachable(
-    candidates: DataFrame, *, rule: PairRule, check: CheckFilter, summaries: DataFrame, few: bool = False
+    candidates: DataFrame,
+    *,
+    rule: PairRule,
+    check: CheckFilter,
+    summaries: DataFrame,
+    few: bool = False,
+    sketch_bands: bool = False,
 ) -> DataFrame:
     """The candidates but those the text check would test that ``check`` drops: prefixes that do not meet
     (they cannot pass, ``core.prefix_filter``) or sketches that barely agree (``core.sketch_filter``), so
@@ -101,15 +119,21 @@ def drop_unreachable(
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``summaries`` (``id``, ``check_summary``: what
     the fingerprint pass emitted for ``check``); ``few`` as ``accept_pairs``. Out: ``id_a``, ``id_b``,
-    ``distance``."""
+    ``distance``, and with ``sketch_bands`` ``shares_band`` (the two sketches share a band: the rule
+    takes such a pair beyond its k)."""
     pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     if not rule.verify.enabled:
         return pairs
     rows = _rows_of_pairs(pairs, summaries) if few else summaries
     with_summaries = _by_pair(pairs, rows, C.CHECK_SUMMARY, "summary")
-    may_pass = _may_pass_udf(check)(F.col("_asummary"), F.col("_bsummary"))
-    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | may_pass
-    return with_summaries.where(keep).select(C.ID_A, C.ID_B, C.DISTANCE)
+    judged = with_summaries.withColumn(
+        "_judged", _judged_udf(check, sketch_bands)(F.col("_asummary"), F.col("_bsummary"))
+    )
+    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | F.col("_judged.may_pass")
+    out: list[str | Column] = [C.ID_A, C.ID_B, C.DISTANCE]
+    if sketch_bands:
+        out.append(F.col("_judged.shares_band").alias(C.SHARES_BAND))
+    return judged.where(keep).select(*out)
 
 
 def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
@@ -136,7 +160,7 @@ def _within_pair_k(
 ) -> DataFrame:
     """The candidates within their pair's k whose titles agree, with ``_shorter_chars`` and
     ``_title_distance`` for the rule."""
-    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
+    pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE, _shares_band(candidates).alias(C.SHARES_BAND))
     if rule.policy.steps:
         pairs = _by_pair(pairs, lengths, C.N_CHARS, "len").withColumn(_SHORTER, F.least("_alen", "_blen"))
     else:
@@ -148,11 +172,16 @@ def _within_pair_k(
         pairs = pairs.withColumn(_TITLE_DISTANCE, _hamming(F.col("_atfp"), F.col("_btfp")))
     else:
         pairs = pairs.withColumn(_TITLE_DISTANCE, F.lit(None).cast("int"))
-    distance = F.col(C.DISTANCE)
-    return pairs.where(
-        (distance <= pair_k_column(rule.policy, F.col(_SHORTER)))
-        & titles_agree_column(rule, F.col(_TITLE_DISTANCE))
+    within_k = F.col(C.DISTANCE) <= pair_k_column(rule.policy, F.col(_SHORTER))
+    return pairs.withColumn(_WITHIN_K, within_k).where(
+        (within_k | F.col(C.SHARES_BAND)) & titles_agree_column(rule, F.col(_TITLE_DISTANCE))
     )
+
+
+def _shares_band(candidates: DataFrame) -> Column:
+    """Whether a candidate's sketches share a band: false unless the candidates say
+    (``drop_unreachable`` with sketch bands)."""
+    return F.col(C.SHARES_BAND) if C.SHARES_BAND in candidates.columns else F.lit(False)
 
 
 def accept_pairs(
@@ -166,7 +195,8 @@ def accept_pairs(
 ) -> DataFrame:
     """The candidates the rule accepts.
 
-    In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``lengths`` (``id``, ``n_chars``), ``texts``
+    In: ``candidates`` (``id_a``, ``id_b``, ``distance``, optionally ``shares_band``: the rule takes a
+    pair whose sketches share a band beyond its k), ``lengths`` (``id``, ``n_chars``), ``texts``
     (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
     needed with ``rule.title_max_distance``); ``few``: the candidates are few enough
     for their ids to be broadcast (only the texts the check reads are then shuffled). Out: ``id_a``,
@@ -183,13 +213,15 @@ def accept_pairs(
             same_text=F.lit(False),  # representatives: equal fingerprints have different texts here
             similarity=similarity,
             title_distance=F.col(_TITLE_DISTANCE),
+            shares_band=F.col(C.SHARES_BAND),
         )
         return frame.select(
             C.ID_A, C.ID_B, C.DISTANCE, similarity.alias(C.SIMILARITY), reason.alias(C.REASON)
         )
 
-    needs = needs_check_column(rule, distance)
-    direct = accepted(pairs.where(~needs), F.lit(None).cast("double"))
+    needs = needs_check_column(rule, distance, F.col(_WITHIN_K))
+    # a pair beyond its k that shares a sketch band is only accepted by a check: without one, none is
+    direct = accepted(pairs.where(~needs), F.lit(None).cast("double")).where(F.col(C.REASON).isNotNull())
     if not rule.verify.enabled:
         return direct
     if texts is None:
