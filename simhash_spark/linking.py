@@ -314,6 +314,24 @@ def _shuffled_sketch_join(
     return pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)), hot.count()
 
 
+def _candidates(
+    ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext, sketches: DataFrame | None
+) -> tuple[Design, DataFrame, int]:
+    """The band join inside tasks where the representatives fit the driver, else shuffled; with
+    ``sketches``, the sketch bands' pairs too. As ``_in_task_join``."""
+    n_distinct = int(ident.totals["distinct"])
+    tasks = in_task_parallelism(ident.reps.sparkSession, n_distinct, sketches=sketches is not None)
+    if tasks is not None and n_distinct <= bands.in_task_max_fingerprints:
+        return _in_task_join(ident, k, bands, ctx, tasks=tasks, sketches=sketches)
+    scheme, report = _scheme(ident, k, bands)
+    design, joined = _shuffled_join(ident, scheme, report, k, bands, ctx)
+    candidates = joined.withColumn(C.BAND, F.lit(None).cast("int"))
+    if sketches is None:
+        return design, candidates, 0
+    from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, bands, ctx)
+    return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot
+
+
 def _count_candidates(candidates: DataFrame) -> tuple[int, int]:
     """(the band join's candidates, the sketch bands' candidates) in one action."""
     from_sketch = (F.col(C.BAND) == SKETCH_PAIR).cast("long")
@@ -396,19 +414,7 @@ def _find(
         raise ValueError("match.sketch_bands needs the documents' sketches (summaries)")
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        n_distinct = int(ident.totals["distinct"])
-        tasks = in_task_parallelism(keyed.sparkSession, n_distinct, sketches=sketches is not None)
-        if tasks is not None and n_distinct <= params.bands.in_task_max_fingerprints:
-            design, candidates, sketch_hot = _in_task_join(
-                ident, k, params.bands, ctx, tasks=tasks, sketches=sketches
-            )
-        else:
-            scheme, report = _scheme(ident, k, params.bands)
-            design, candidates = _shuffled_join(ident, scheme, report, k, params.bands, ctx)
-            candidates, sketch_hot = candidates.withColumn(C.BAND, F.lit(None).cast("int")), 0
-            if sketches is not None:
-                from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, params.bands, ctx)
-                candidates = ctx.persist(candidates.unionByName(from_sketch))
+        design, candidates, sketch_hot = _candidates(ident, k, params.bands, ctx, sketches)
         within_k, n_sketch = _count_candidates(candidates)
         candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     with ctx.stage("verify"):
