@@ -59,7 +59,8 @@ def run_job(spark, path: str, overrides: list[str]) -> tuple[Pairs, float, dict]
     rows = res.pairs.select("id_a", "id_b").collect()
     res.documents.count()
     secs = time.perf_counter() - start
-    stats = {k: res.stats[k] for k in ("bands", "verify", "candidate_pairs_within_k", "pairs_accepted")}
+    keys = ("bands", "verify", "candidate_pairs_within_k", "sketch_bands", "pairs_accepted")
+    stats = {k: res.stats[k] for k in keys if k in res.stats}
     stats["timings_s"] = res.timings
     res.unpersist()
     return {(r[0], r[1]) for r in rows}, secs, stats
