@@ -667,6 +667,16 @@ def test_check_reports_a_null_text_and_prints_valid_json(history, tmp_path, caps
     assert out[1]["input"] == 7 and out[1]["status"] == "ok"
 
 
+def test_check_refuses_sketch_bands_the_index_cannot_answer(history, tmp_path, capsys):
+    tmp, _batches, _index = history
+    f = tmp_path / "q.jsonl"
+    f.write_text('{"id": 1, "text": "完全无关的一句话，没有任何重复。"}\n')
+    capsys.readouterr()
+    args = ["check", "--index", str(tmp / "index_before_day3"), "--file", str(f), "--jsonl", *EXACT]
+    assert main([*args, "--set", "match.sketch_bands=true"]) == 2
+    assert "match.sketch_bands: not with an index yet" in capsys.readouterr().err
+
+
 VOLATILE = {"index": ("version_before", "version_after", "snapshot", "entries_after", "created")}
 
 

@@ -27,7 +27,7 @@ from simhash_spark.core.index_model import (
 )
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_hex
-from simhash_spark.errors import FingerprintIndexError
+from simhash_spark.errors import ConfigError, FingerprintIndexError
 from simhash_spark.index.local_files import KEY_COLUMNS, QUERY, batch_keys, key_rows
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
@@ -50,7 +50,13 @@ def _table(files: ArrowFiles, dirs: list[str], columns: list[str], filt: Any) ->
 
 
 def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifest]:
-    """The index, checked against the configuration: same body model, k within its tables."""
+    """The index, checked against the configuration: same body model, k within its tables, no sketch
+    bands (its entries have no sketches)."""
+    if cfg.match.sketch_bands:
+        raise ConfigError(
+            "match.sketch_bands: not with an index yet (its entries have no sketches, so it would be "
+            "matched within k only); set match.sketch_bands = false"
+        )
     files = ArrowFiles(index_path)
     store = IndexStore(files, files.root)
     manifest = store.manifest()
