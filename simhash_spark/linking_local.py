@@ -84,18 +84,22 @@ def held_documents(pdf: pd.DataFrame, titles: pd.DataFrame | None, rule: PairRul
         title_map = dict(
             zip(titles[C.ID].tolist(), (int(v) for v in titles[C.TITLE_FINGERPRINT]), strict=True)
         )
+    sketches = _sketches(pdf)
     return Documents(
         ids=pdf[C.ID].to_numpy(),
         fingerprints=pdf[C.FINGERPRINT].to_numpy(dtype=np.int64),
         n_chars=pdf[C.N_CHARS].to_numpy(dtype=np.int64),
         text_hash=pdf[C.TEXT_HASH].to_numpy(dtype=np.int64) if rule.verify.enabled else None,
         titles=title_map,
-        sketch_keys=_sketch_keys(pdf[C.CHECK_SUMMARY]) if C.CHECK_SUMMARY in pdf.columns else None,
+        sketches=sketches,
+        sketch_keys=None if sketches is None else stored_keys(sketches),
     )
 
 
-def _sketch_keys(summaries: pd.Series) -> np.ndarray:
-    return stored_keys([bytes(v) if isinstance(v, bytes | bytearray) else None for v in summaries.tolist()])
+def _sketches(pdf: pd.DataFrame) -> list[bytes | None] | None:
+    if C.CHECK_SUMMARY not in pdf.columns:
+        return None
+    return [bytes(v) if isinstance(v, bytes | bytearray) else None for v in pdf[C.CHECK_SUMMARY].tolist()]
 
 
 def pairs_frame(spark: SparkSession, id_type: str, rows: list[PairRow], dtype: np.dtype) -> DataFrame:
@@ -167,5 +171,7 @@ def link_on_driver(
         local.forest_edges,
         sketch,
     )
+    if local.sketch_rejected is not None:  # as the Spark path reports its check filter
+        stats["verify"].update({"sketch_filter": True, "sketch_rejected": local.sketch_rejected})
     finish_stats(stats, params, local.n_pairs, iterations=0, method="local")
     return Linked(pairs, assignments, stats, local, (local.nodes, local.labels))

@@ -218,7 +218,42 @@ def test_the_job_finds_what_brute_force_finds_within_k_or_sharing_a_band(spark, 
     beyond_k = [p for p in res.pairs.collect() if p["distance"] > 2]
     assert beyond_k and all(p["reason"] == "verified" for p in beyond_k)
     assert res.stats["sketch_bands"]["candidate_pairs"] > 0
+    # every path drops the candidates whose sketches show them unrelated before reading their texts
+    assert res.stats["verify"]["sketch_filter"] and res.stats["verify"]["sketch_rejected"] >= 0
     res.unpersist()
+
+
+def test_the_driver_path_drops_pairs_whose_sketches_barely_agree_before_reading_texts():
+    from simhash_spark.config import load_config
+    from simhash_spark.core.link_local import Documents, LinkSettings, find_candidates, link_local
+    from simhash_spark.link_model import LinkParams
+    from simhash_spark.transforms.designs import design_rules
+
+    cfg = load_config(overrides=["match.sketch_bands=true"])
+    params = LinkParams.from_config(cfg, titled=False)
+    same = bytes(range(1, 33))
+    unrelated = bytes(range(101, 133))
+    sketches = [same, same, unrelated, None]
+    # a, b, c share every band but c's sketch disagrees with theirs; d has no sketch: checked
+    docs = Documents(
+        ids=np.array(["a", "b", "c", "d"], dtype=object),
+        fingerprints=np.array([0, 1, 3, 7], dtype=np.int64),
+        n_chars=np.full(4, 500, dtype=np.int64),
+        text_hash=np.arange(4, dtype=np.int64),
+        sketches=sketches,
+        sketch_keys=stored_keys(sketches),
+    )
+    settings = LinkSettings(params.rule, "blocks:13", design_rules(cfg.bands, in_task=True), 1000, True)
+    asked: list[set] = []
+
+    def texts(ids: set) -> dict:
+        asked.append(set(ids))
+        return dict.fromkeys(ids, "一样的文字" * 20)
+
+    linked = link_local(find_candidates(docs, settings), settings, texts)
+    assert linked.sketch_rejected == 2  # (a, c) and (b, c): never checked, though their texts are equal
+    assert {(p[0], p[1]) for p in linked.pairs} == {("a", "b"), ("a", "d"), ("b", "d"), ("c", "d")}
+    assert asked == [{"a", "b", "c", "d"}]  # c's text for its pair with d, which has no sketch
 
 
 def test_sketch_bands_with_an_index_fail_before_any_work(tmp_path, capsys):

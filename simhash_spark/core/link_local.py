@@ -27,6 +27,7 @@ from simhash_spark.core.mix64 import scramble
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import popcount, to_unsigned
 from simhash_spark.core.sketch_bands import BANDS, band_pairs, drop_hot, share_band
+from simhash_spark.core.sketch_filter import stored_sketches_may_pass
 from simhash_spark.core.verify import IDENTICAL
 
 _M64 = (1 << 64) - 1
@@ -42,7 +43,9 @@ class Documents:
     n_chars: np.ndarray  # int64
     text_hash: np.ndarray | None = None  # int64; splits identical groups under a text check
     titles: Mapping[Any, int] = field(default_factory=dict)  # id -> title fingerprint (documents with one)
-    # with sketch bands: (n, BANDS) uint32 (core.sketch_bands.sketch_keys; NO_KEY without a sketch)
+    # with sketch bands: each document's sketch (None: none, e.g. a short text) and its band keys,
+    # (n, BANDS) uint32 (core.sketch_bands.stored_keys)
+    sketches: Sequence[bytes | None] | None = None
     sketch_keys: np.ndarray | None = None
 
     def keys_of(self, ids: Sequence[Any]) -> np.ndarray:
@@ -73,6 +76,7 @@ class LocalLinked:
     within_k: int  # candidate pairs of the band join
     sketch_pairs: int  # candidate pairs only the sketch bands gave
     sketch_hot_keys: int  # sketch band keys over the hot-bucket limit (not joined)
+    sketch_rejected: int | None  # pairs the sketch filter dropped unchecked (None: no sketches)
     by_reason: dict[str, int]
     n_pairs: int
     forest_edges: int
@@ -173,8 +177,9 @@ def _accept(
     docs: Documents,
     rule: PairRule,
     texts: Callable[[set[Any]], Mapping[Any, str]],
-) -> list[PairRow]:
-    """The candidates the rule accepts, as ``transforms.verify.accept_pairs`` does."""
+) -> tuple[list[PairRow], int]:
+    """The candidates the rule accepts, as ``transforms.verify.accept_pairs`` does, and how many of those
+    the check would test were dropped by their sketches (``_sketch_filtered``)."""
     n_chars = dict(zip(docs.ids.tolist(), docs.n_chars.tolist(), strict=True))
     use_titles = rule.title_max_distance is not None
     shares = _shares_band(cands, docs)
@@ -184,17 +189,36 @@ def _accept(
         within_k = d <= rule.k(n_chars[a], n_chars[b])
         if (within_k or band) and rule.titles_agree(td):
             kept.append((a, b, d, td, band, within_k))
-    to_check = [c for c in kept if rule.needs_text_check(c[2], within_k=c[5])]
+    needs_check = [c for c in kept if rule.needs_text_check(c[2], within_k=c[5])]
+    to_check = _sketch_filtered(needs_check, docs, rule)
     text_of = texts({x for c in to_check for x in c[:2]}) if to_check else {}
     checked = rule.similarities([text_of.get(c[0]) for c in to_check], [text_of.get(c[1]) for c in to_check])
     similarity_of = dict(zip(((c[0], c[1]) for c in to_check), checked.tolist(), strict=True))
+    dropped = {(c[0], c[1]) for c in needs_check} - similarity_of.keys()
     out: list[PairRow] = []
     for a, b, d, td, band, _ in kept:
+        if (a, b) in dropped:
+            continue
         sim = similarity_of.get((a, b))
         reason = rule.reason(d, n_chars[a], n_chars[b], similarity=sim, title_distance=td, shares_band=band)
         if reason is not None:
             out.append((a, b, d, sim, reason))
-    return out
+    return out, len(dropped)
+
+
+def _sketch_filtered(to_check: list[Any], docs: Documents, rule: PairRule) -> list[Any]:
+    """The pairs to check but those whose sketches show they cannot reach the threshold, as the Spark
+    path's ``transforms.verify.drop_unreachable`` drops them (where the documents have sketches)."""
+    if docs.sketches is None or not to_check:
+        return to_check
+    rows = pd.Index(docs.ids)
+    first = rows.get_indexer(pd.Index([c[0] for c in to_check])).tolist()
+    second = rows.get_indexer(pd.Index([c[1] for c in to_check])).tolist()
+    sketches = docs.sketches
+    keep = stored_sketches_may_pass(
+        [sketches[r] for r in first], [sketches[r] for r in second], rule.verify.min_similarity
+    )
+    return [c for c, kept in zip(to_check, keep.tolist(), strict=True) if kept]
 
 
 def _shares_band(cands: list[tuple[Any, Any, int]], docs: Documents) -> np.ndarray:
@@ -308,7 +332,8 @@ def link_local(
     (asked only for the documents the text check needs)."""
     rule, limit, docs, groups = settings.rule, settings.pairs_max_group, found.docs, found.groups
     reps = groups.reps
-    accepted = {(p[0], p[1]): p for p in _accept(found.pairs, docs, rule, texts)}
+    rows, sketch_rejected = _accept(found.pairs, docs, rule, texts)
+    accepted = {(p[0], p[1]): p for p in rows}
     forest = _forests(reps, docs, found.masks, found.hot, rule, texts) if found.hot else set()
     for p in sorted(forest, key=lambda p: (p[0], p[1])):
         accepted.setdefault((p[0], p[1]), p)
@@ -336,6 +361,7 @@ def link_local(
         within_k=len(found.pairs) - found.sketch_pairs,
         sketch_pairs=found.sketch_pairs,
         sketch_hot_keys=found.sketch_hot_keys,
+        sketch_rejected=None if docs.sketches is None else sketch_rejected,
         by_reason=by_reason,
         n_pairs=totals["within"] + cross,
         forest_edges=len(forest),
