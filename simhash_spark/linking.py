@@ -386,8 +386,11 @@ def _accepted(
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")
         if titles is not None:
             members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
+        sketches = summaries if sketch_bands else None
         forest = ctx.persist(
-            hot_bucket_forest(members_in, design.hot, masks=design.masks, rule=rule, texts=texts)
+            hot_bucket_forest(
+                members_in, design.hot, masks=design.masks, rule=rule, texts=texts, sketches=sketches
+            )
         )
         forest_edges = forest.count()
         rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])

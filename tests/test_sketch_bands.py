@@ -279,3 +279,65 @@ def test_sketch_bands_with_an_index_fail_before_any_work(tmp_path, capsys):
     assert "match.sketch_bands: not with --index yet" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "index" / "_manifest").exists()
+
+
+def _partition(pairs) -> set[frozenset]:
+    parent: dict = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b, *_ in pairs:
+        parent[find(a)] = find(b)
+    groups: dict = {}
+    for x in list(parent):
+        groups.setdefault(find(x), set()).add(x)
+    return {frozenset(g) for g in groups.values()}
+
+
+@pytest.mark.parametrize("where", ["driver", "in_task", "shuffled"])
+def test_hot_bucket_forests_take_pairs_beyond_their_k_that_share_a_band(spark, where):
+    """Length steps make every pair's k 2 while the band join is built for 6; with a hot-bucket limit of
+    2 most pairs within 6 bits are decided by the forests, which must accept a pair beyond its k that
+    shares a sketch band (the clusters of brute force, whatever the path)."""
+    from simhash_spark.config import load_config
+    from simhash_spark.demo.corpus import generate
+    from simhash_spark.pipeline import dedup
+
+    # pairs only (an edited copy of each of 40 articles): no sketch key is shared by more than two
+    base = generate(90, seed=31, dup_share=0.0).to_pandas()[["id", "text"]]
+
+    def edited(text: str) -> str:  # one sentence of the middle left out
+        parts = text.split("。")
+        return "。".join(parts[: len(parts) // 2] + parts[len(parts) // 2 + 1 :])
+
+    copies = base.head(40).assign(id=lambda f: f["id"] + "-copy", text=lambda f: f["text"].map(edited))
+    pdf = pd.concat([base, copies], ignore_index=True)
+    overrides = [
+        "match.sketch_bands=true",
+        "match.max_distance=2",
+        "match.length_steps=[[0, 2], [100000, 6]]",
+        "bands.scheme=blocks:7",
+        "bands.hot_bucket_limit=2",
+    ]
+    local_max = {"driver": 100_000, "in_task": 0, "shuffled": 0}[where]
+    in_task_max = 0 if where == "shuffled" else 10_000_000
+    cfg = load_config(
+        overrides=[
+            *overrides,
+            f"cluster.local_max_documents={local_max}",
+            f"bands.in_task_max_fingerprints={in_task_max}",
+        ]
+    )
+    res = dedup(spark, spark.createDataFrame(pdf), cfg)
+    assert res.stats["hot_buckets"] > 0 and res.stats["bands"]["join"] == where
+    assert res.stats["sketch_bands"]["hot_keys"] == 0
+    got = {}
+    for r in res.documents.where("cluster_size > 1").collect():
+        got.setdefault(r["cluster_id"], set()).add(r["id"])
+    want = _partition(expected_pairs(pdf, cfg))
+    assert {frozenset(g) for g in got.values()} == want
+    res.unpersist()

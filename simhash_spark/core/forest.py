@@ -17,6 +17,7 @@ import numpy as np
 
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import popcount, to_unsigned
+from simhash_spark.core.sketch_bands import share_band
 
 
 def within_k_forest(
@@ -66,19 +67,30 @@ def accepted_forest(
     texts: Sequence[str | None],
     titles: Sequence[int | None],
     rule: PairRule,
+    sketch_keys: np.ndarray | None = None,
 ) -> list[tuple[int, int, int, float | None, str]]:
     """Spanning-forest edges of the graph of pairs ``rule`` accepts among one bucket's members:
-    (i, j, distance, similarity or None, reason) with i < j. ``texts`` and ``titles`` (None: no title)
-    are per member; texts are compared only for pairs within their k whose titles agree."""
+    (i, j, distance, similarity or None, reason) with i < j. ``texts``, ``titles`` (None: no title) and
+    ``sketch_keys`` (with sketch bands: ``core.sketch_bands.stored_keys`` of the members) are per member;
+    texts are compared only for pairs within their k, or sharing a sketch band, whose titles agree."""
     found: dict[tuple[int, int], tuple[float | None, str]] = {}
 
     def accept(i: int, j: int, d: int) -> bool:
         ti, tj = titles[i], titles[j]
         title_distance = None if ti is None or tj is None else ((ti ^ tj) & _M64).bit_count()
-        if d > rule.k(n_chars[i], n_chars[j]) or not rule.titles_agree(title_distance):
+        within_k = d <= rule.k(n_chars[i], n_chars[j])
+        band = (
+            not within_k
+            and sketch_keys is not None
+            and bool(share_band(sketch_keys[[i]], sketch_keys[[j]])[0])
+        )
+        if not (within_k or band) or not rule.titles_agree(title_distance):
             return False
-        sim = rule.similarity(texts[i] or "", texts[j] or "") if rule.needs_text_check(d) else None
-        reason = rule.reason(d, n_chars[i], n_chars[j], similarity=sim, title_distance=title_distance)
+        checked = rule.needs_text_check(d, within_k=within_k)
+        sim = rule.similarity(texts[i] or "", texts[j] or "") if checked else None
+        reason = rule.reason(
+            d, n_chars[i], n_chars[j], similarity=sim, title_distance=title_distance, shares_band=band
+        )
         if reason is None:
             return False
         found[(i, j)] = (sim, reason)

@@ -256,6 +256,7 @@ def _forests(
             if rule.title_max_distance is not None
             else [None] * len(m_ids),
             rule,
+            None if docs.sketch_keys is None else docs.keys_of(m_ids),
         )
         edges |= {(m_ids[i], m_ids[j], d, sim, reason) for i, j, d, sim, reason in found}
     return edges

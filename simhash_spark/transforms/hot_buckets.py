@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.core.forest import accepted_forest
 from simhash_spark.core.rules import PairRule
+from simhash_spark.core.sketch_bands import stored_keys
 from simhash_spark.transforms.candidates import explode_band_keys
 
 
@@ -62,16 +63,17 @@ def large_buckets(
     )
 
 
-def _forest_frame(pdf: pd.DataFrame, rule: PairRule) -> pd.DataFrame:
-    """One hot bucket's members (``id``, ``fingerprint``, ``n_chars``, ``text``, ``title_fingerprint``) →
-    its accepted spanning-forest edges (``core.forest.accepted_forest``)."""
+def _forest_frame(pdf: pd.DataFrame, rule: PairRule, with_sketches: bool) -> pd.DataFrame:
+    """One hot bucket's members (``id``, ``fingerprint``, ``n_chars``, ``text``, ``title_fingerprint``,
+    ``check_summary``) → its accepted spanning-forest edges (``core.forest.accepted_forest``)."""
     pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
     ids = pdf[C.ID].to_numpy()
     titles = [None if pd.isna(t) else int(t) for t in pdf[C.TITLE_FINGERPRINT]]
     texts = [None if pd.isna(t) else t for t in pdf[C.TEXT]]
-    edges = accepted_forest(
-        pdf[C.FINGERPRINT].to_numpy(dtype=np.int64), pdf[C.N_CHARS].astype(int).tolist(), texts, titles, rule
-    )
+    summaries = [bytes(v) if isinstance(v, bytes | bytearray) else None for v in pdf[C.CHECK_SUMMARY]]
+    keys = stored_keys(summaries) if with_sketches else None
+    fps = pdf[C.FINGERPRINT].to_numpy(dtype=np.int64)
+    edges = accepted_forest(fps, pdf[C.N_CHARS].astype(int).tolist(), texts, titles, rule, keys)
     # typed columns: an empty result (no pair passed) must still convert to the schema
     id_dtype = pdf[C.ID].dtype
     return pd.DataFrame(
@@ -87,13 +89,21 @@ def _forest_frame(pdf: pd.DataFrame, rule: PairRule) -> pd.DataFrame:
 
 
 def hot_bucket_forest(
-    fps: DataFrame, hot: DataFrame, *, masks: list[int], rule: PairRule, texts: DataFrame | None = None
+    fps: DataFrame,
+    hot: DataFrame,
+    *,
+    masks: list[int],
+    rule: PairRule,
+    texts: DataFrame | None = None,
+    sketches: DataFrame | None = None,
 ) -> DataFrame:
     """Spanning-forest edges of the accepted-pairs graph inside every hot bucket (pairs ``rule`` accepts).
 
     In: ``fps`` (``id``, ``fingerprint``, ``n_chars``, and ``title_fingerprint`` (nullable) with the
     title rule), ``hot`` (``band``, ``band_key``; small, broadcast), ``texts`` (``id``, ``text``; needed when
-    the rule checks texts). Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``; distinct.
+    the rule checks texts), with sketch bands ``sketches`` (``id``, ``check_summary``: a pair beyond its
+    k that shares a band is checked). Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``;
+    distinct.
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
     members = explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks).join(
@@ -110,13 +120,20 @@ def hot_bucket_forest(
         members = members.join(fps.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="inner")
     else:
         members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
+    with_sketches = sketches is not None  # the task's function must not hold the DataFrame
+    if sketches is not None:
+        members = members.join(sketches.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
+    else:
+        members = members.withColumn(C.CHECK_SUMMARY, F.lit(None).cast("binary"))
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
     return (
-        members.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT)
+        members.select(
+            C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT, C.CHECK_SUMMARY
+        )
         .groupBy(C.BAND, C.KEY)
-        .applyInPandas(lambda pdf: _forest_frame(pdf, rule), schema=schema)
+        .applyInPandas(lambda pdf: _forest_frame(pdf, rule, with_sketches), schema=schema)
         .select(
             C.ID_A,
             C.ID_B,
