@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from simhash_spark import columns as C
 from simhash_spark.assembly import RunTotals, assemble
 from simhash_spark.config import Config, load_config, with_overrides
-from simhash_spark.context import RunContext
+from simhash_spark.context import RunContext, bound_plan_strings
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 from simhash_spark.fingerprint_pass import fingerprint_pass
 from simhash_spark.index.session import IndexSession, run_record
@@ -119,6 +119,7 @@ def dedup(
     """
     cfg = with_overrides(cfg or load_config(), overrides or {})
     _check_sketch_bands(spark, cfg, with_index=index is not None)
+    bound_plan_strings(spark)
     ctx = ctx or RunContext()
     fp_pass = fingerprint_pass(spark, raw, cfg, ctx, source=source)
     docs, fps, status_counts = fp_pass.docs, fp_pass.fps, fp_pass.status_counts

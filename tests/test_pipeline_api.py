@@ -275,3 +275,32 @@ def test_the_short_preset_finds_short_reprints_and_variants_join_the_scripts(spa
         ("s1", "t1"),
         ("s2", "t1"),
     }
+
+
+def test_a_run_bounds_the_plan_texts_spark_renders_unless_the_user_set_a_bound(spark):
+    """Each level of persisted frames doubles the plan text Spark renders (initial and final adaptive plan
+    of every cached frame); the shuffled path's later stages rendered tens of megabytes at every re-plan,
+    and PySpark 3.5 ran out of a 3 GB driver heap doing so. A run bounds them, unless the user did."""
+    from simhash_spark.context import PLAN_STRING_CHARS, PLAN_STRING_LIMIT
+    from simhash_spark.demo.corpus import generate
+
+    pdf = generate(120, seed=5).to_pandas()[["id", "text"]]
+    overrides = [
+        "cluster.local_max_documents=0",
+        "bands.in_task_max_fingerprints=0",
+        "match.max_distance=6",
+        "bands.scheme=blocks:7",
+        "bands.hot_bucket_limit=2",
+    ]
+    spark.conf.unset(PLAN_STRING_LIMIT)
+    try:
+        res = dedup(spark, spark.createDataFrame(pdf), load_config(overrides=overrides))
+        plan = res.pairs._jdf.queryExecution().executedPlan().toString()
+        assert 0 < len(plan) <= PLAN_STRING_CHARS
+        assert spark.conf.get(PLAN_STRING_LIMIT) == str(PLAN_STRING_CHARS)
+        res.unpersist()
+        spark.conf.set(PLAN_STRING_LIMIT, "1m")
+        dedup(spark, spark.createDataFrame(pdf.head(10)), load_config(overrides=overrides)).unpersist()
+        assert spark.conf.get(PLAN_STRING_LIMIT) == "1m"
+    finally:
+        spark.conf.unset(PLAN_STRING_LIMIT)
