@@ -436,7 +436,8 @@ def _find(
             sketch_bands=sketches is not None,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
-        pairs = expand_pairs(rep_pairs, ident.members, max_group=limit)
+        # read by the write and again by the report: its joins with every member run once
+        pairs = ctx.persist(expand_pairs(rep_pairs, ident.members, max_group=limit))
         n_pairs = int(ident.totals["within"]) + cross_group_pair_count(
             rep_pairs, ident.groups, max_group=limit
         )

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import pandas as pd
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
@@ -304,3 +305,20 @@ def test_a_run_bounds_the_plan_texts_spark_renders_unless_the_user_set_a_bound(s
         assert spark.conf.get(PLAN_STRING_LIMIT) == "1m"
     finally:
         spark.conf.unset(PLAN_STRING_LIMIT)
+
+
+@pytest.mark.parametrize("identical", [False, True])
+def test_the_pairs_a_spark_run_returns_are_persisted(spark, identical):
+    """pairs/ is written and then read again by the report: its joins with every member must not run
+    twice (at a million documents they were most of the report stage)."""
+    from simhash_spark.demo.corpus import generate
+
+    pdf = generate(60, seed=8).to_pandas()[["id", "text"]]
+    if identical:  # identical groups: pairs expanded from their representatives
+        pdf = pd.concat([pdf, pdf.head(5).assign(id=lambda f: f["id"] + "-again")], ignore_index=True)
+    cfg = load_config(overrides=["cluster.local_max_documents=0"])
+    res = dedup(spark, spark.createDataFrame(pdf), cfg)
+    assert res.stats["pairs_accepted"] > 0
+    assert res.pairs.is_cached
+    res.unpersist()
+    assert not res.pairs.is_cached
