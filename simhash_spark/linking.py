@@ -59,7 +59,7 @@ from simhash_spark.transforms.identical import (
     star_edges,
     within_group_pairs,
 )
-from simhash_spark.transforms.verify import accept_pairs, drop_unreachable
+from simhash_spark.transforms.verify import accept_pairs, drop_unreachable, rows_of_pairs
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,11 @@ def _accepted(
         n_left = candidates.count()
         filtered = {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
     few = n_left <= few_limit
-    rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=texts, titles=titles, few=few)
+    checked_texts = texts
+    if few and texts is not None and rule.verify.enabled:
+        # the check joins a text to each end of a pair: persisted, the input is scanned for them once
+        checked_texts = ctx.persist(rows_of_pairs(candidates, texts))
+    rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
     forest_edges = 0
     if design.n_hot and design.hot is not None:
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")

@@ -144,7 +144,7 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_check_filter(spark, chec
     from simhash_spark.core.rules import PairRule
     from simhash_spark.core.verify import ThresholdPolicy
     from simhash_spark.transforms.fingerprint import add_fingerprints
-    from simhash_spark.transforms.verify import accept_pairs, drop_unreachable
+    from simhash_spark.transforms.verify import accept_pairs, drop_unreachable, rows_of_pairs
 
     docs = _corpus(11)
     frame = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
@@ -162,11 +162,12 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_check_filter(spark, chec
     rule = PairRule(ThresholdPolicy(12), VerifyOptions(), NormalizeOptions())
     lengths = spark.createDataFrame([(i, 300) for i in range(n)], "id long, n_chars int")
     for few in (False, True):
-        args = {"rule": rule, "lengths": lengths, "texts": frame, "few": few}
         kept = drop_unreachable(cands, rule=rule, check=check, summaries=prefixes, few=few)
         assert 3 <= kept.count() < cands.count()  # unrelated documents' pairs are dropped
-        filtered = accept_pairs(kept, **args).collect()
-        assert sorted(filtered) == sorted(accept_pairs(cands, **args).collect())
+        texts = rows_of_pairs(kept, frame) if few else frame
+        filtered = accept_pairs(kept, rule=rule, lengths=lengths, texts=texts).collect()
+        everything = accept_pairs(cands, rule=rule, lengths=lengths, texts=frame).collect()
+        assert sorted(filtered) == sorted(everything)
         assert {(r["id_a"], r["id_b"]) for r in filtered} == {(0, 1), (0, 6), (1, 6)}
     # pairs the rule accepts unchecked stay, and so do pairs of a document without a prefix
     unchecked = PairRule(ThresholdPolicy(12), VerifyOptions(accept_distance=6), NormalizeOptions())

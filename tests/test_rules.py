@@ -11,7 +11,7 @@ from simhash_spark.core.forest import accepted_forest
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, VerifyOptions
-from simhash_spark.transforms.verify import accept_pairs, reason_column
+from simhash_spark.transforms.verify import accept_pairs, reason_column, rows_of_pairs
 from tests.test_components_spark import union_find
 
 NORM = NormalizeOptions()
@@ -123,7 +123,11 @@ def test_the_verify_stage_accepts_what_the_rule_accepts(spark):
         got = {
             (r["id_a"], r["id_b"]): r["reason"]
             for r in accept_pairs(
-                pairs, rule=rule, lengths=lengths, texts=tdf, titles=titled, few=round_ % 2 == 1
+                pairs,
+                rule=rule,
+                lengths=lengths,
+                texts=rows_of_pairs(pairs, tdf) if round_ % 2 else tdf,
+                titles=titled,
             ).collect()
         }
         want = {}

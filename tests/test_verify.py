@@ -121,3 +121,40 @@ def test_short_texts_are_fingerprinted_and_checked_on_their_own_n():
     # a pair of a short and a long text is checked on the short n (its shorter text's), both ways
     assert similarity(short, long, opts, norm, on) == similarity(long, short, opts, norm, on)
     assert similarity(long, long + "。", opts, norm, on) == 1.0
+
+
+def test_the_text_check_reads_the_input_texts_once(spark):
+    """Few candidates: their documents' texts are taken from the input for both ends of every pair. Read
+    from the input once (persisted), not once per end: on a large input each read is a scan of every
+    text. Counted by an accumulator in the input's own plan, during the verify stage only."""
+    from contextlib import contextmanager
+
+    from simhash_spark.config import load_config
+    from simhash_spark.context import RunContext
+    from simhash_spark.demo.corpus import generate
+    from simhash_spark.pipeline import dedup
+
+    pdf = generate(80, seed=12).to_pandas()[["id", "text"]]
+    rows_read = spark.sparkContext.accumulator(0)
+
+    def counted(batches):
+        for batch in batches:
+            rows_read.add(len(batch))
+            yield batch
+
+    raw = spark.createDataFrame(pdf).repartition(3).mapInPandas(counted, schema="id string, text string")
+    per_stage: dict[str, int] = {}
+
+    class Counting(RunContext):
+        @contextmanager
+        def stage(self, name):
+            before = rows_read.value
+            with super().stage(name):
+                yield
+            per_stage[name] = rows_read.value - before
+
+    cfg = load_config(overrides=["cluster.local_max_documents=0"])
+    res = dedup(spark, raw, cfg, ctx=Counting())
+    assert res.stats["verify"]["passed"] > 0
+    assert per_stage["verify"] == len(pdf)
+    res.unpersist()

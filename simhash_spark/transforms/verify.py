@@ -118,13 +118,14 @@ def drop_unreachable(
     document without a summary, are kept.
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``), ``summaries`` (``id``, ``check_summary``: what
-    the fingerprint pass emitted for ``check``); ``few`` as ``accept_pairs``. Out: ``id_a``, ``id_b``,
+    the fingerprint pass emitted for ``check``); ``few``: the candidates are few enough for their ids
+    to be broadcast (``rows_of_pairs``: only their summaries are shuffled). Out: ``id_a``, ``id_b``,
     ``distance``, and with ``sketch_bands`` ``shares_band`` (the two sketches share a band: the rule
     takes such a pair beyond its k)."""
     pairs = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
     if not rule.verify.enabled:
         return pairs
-    rows = _rows_of_pairs(pairs, summaries) if few else summaries
+    rows = rows_of_pairs(pairs, summaries) if few else summaries
     with_summaries = _by_pair(pairs, rows, C.CHECK_SUMMARY, "summary")
     judged = with_summaries.withColumn(
         "_judged", _judged_udf(check, sketch_bands)(F.col("_asummary"), F.col("_bsummary"))
@@ -144,7 +145,7 @@ def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> Dat
     return pairs
 
 
-def _rows_of_pairs(pairs: DataFrame, side: DataFrame) -> DataFrame:
+def rows_of_pairs(pairs: DataFrame, side: DataFrame) -> DataFrame:
     """``side``'s rows of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every
     other row (text, check summary) before the joins shuffle and sort what is left."""
     ids = pairs.select(F.col(C.ID_A).alias(C.ID)).unionByName(pairs.select(F.col(C.ID_B).alias(C.ID)))
@@ -191,15 +192,14 @@ def accept_pairs(
     lengths: DataFrame,
     texts: DataFrame | None = None,
     titles: DataFrame | None = None,
-    few: bool = False,
 ) -> DataFrame:
     """The candidates the rule accepts.
 
     In: ``candidates`` (``id_a``, ``id_b``, ``distance``, optionally ``shares_band``: the rule takes a
     pair whose sketches share a band beyond its k), ``lengths`` (``id``, ``n_chars``), ``texts``
     (``id``, ``text``; needed when the rule checks texts), ``titles`` (``id``, ``title_fingerprint``;
-    needed with ``rule.title_max_distance``); ``few``: the candidates are few enough
-    for their ids to be broadcast (only the texts the check reads are then shuffled). Out: ``id_a``,
+    needed with ``rule.title_max_distance``). ``texts`` is joined to each end of a pair: when the
+    candidates are few, give ``rows_of_pairs`` of them, persisted, so the input is read once. Out: ``id_a``,
     ``id_b``, ``distance``, ``similarity`` (null where not checked), ``reason``.
     """
     pairs = _within_pair_k(candidates, rule=rule, lengths=lengths, titles=titles)
@@ -227,8 +227,6 @@ def accept_pairs(
     if texts is None:
         raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
     checked_pairs = pairs.where(needs)
-    if few:
-        texts = _rows_of_pairs(checked_pairs, texts)
     to_check = _by_pair(checked_pairs, texts, C.TEXT, "text")
     similarity = _similarity_udf(rule)(F.col("_atext"), F.col("_btext"))
     with_sim = to_check.withColumn(C.SIMILARITY, similarity)
