@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from simhash_spark.errors import (
     IndexDamaged,
@@ -23,22 +23,6 @@ from simhash_spark.faults import maybe_pause
 from simhash_spark.progress import Progress
 
 log = logging.getLogger("simhash_spark.pipeline")
-
-
-# Spark renders a persisted frame's plan inside every plan that reads it, and under adaptive execution both
-# its initial and its final plan: each level of persisted frames doubles the text, and a run's later stages
-# sit many levels deep. Unbounded (Spark's default), the driver renders plans of tens of megabytes at every
-# adaptive re-plan and keeps them for the UI; PySpark 3.5 ran out of a 3 GB heap doing so. Spark's own
-# remedy is this limit; a stage's plan of its own fits it many times over.
-PLAN_STRING_LIMIT = "spark.sql.maxPlanStringLength"
-PLAN_STRING_CHARS = 262_144
-
-
-def bound_plan_strings(spark: SparkSession) -> None:
-    """Limits the plan texts Spark renders for this session to ``PLAN_STRING_CHARS``, unless the user set
-    the limit. Set for the session, not only for the run: the frames a run returns carry its plans."""
-    if spark.conf.get(PLAN_STRING_LIMIT, None) is None:
-        spark.conf.set(PLAN_STRING_LIMIT, str(PLAN_STRING_CHARS))
 
 
 class StageFailed(RuntimeError):

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from simhash_spark import columns as C
 from simhash_spark.assembly import RunTotals, assemble
 from simhash_spark.config import Config, load_config, with_overrides
-from simhash_spark.context import RunContext, bound_plan_strings
+from simhash_spark.context import RunContext
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 from simhash_spark.fingerprint_pass import fingerprint_pass
 from simhash_spark.index.session import IndexSession, run_record
@@ -33,6 +33,7 @@ from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import ReportData, render
 from simhash_spark.run_summary import SKIPPED_LISTED, driver_memory, report_rows, run_statistics, versions
+from simhash_spark.session import bound_plan_strings
 from simhash_spark.storage import FileSystem
 from simhash_spark.tables import OutputTables
 from simhash_spark.transforms.classic import spark_context

@@ -85,6 +85,22 @@ def _defaults(cfg: Config, local: bool) -> dict[str, str]:
     return out
 
 
+# Spark prints a persisted frame's plan inside every plan that reads it, under adaptive execution both its
+# initial and its final plan: each level of persisted frames doubles the text, and a run's later stages sit
+# many levels deep. Unbounded (Spark's default) the driver renders plans of tens of megabytes at every
+# adaptive re-plan and keeps them for the UI, enough to exhaust its heap. Spark's own remedy is this limit;
+# the plan of any one stage fits it many times over.
+PLAN_STRING_LIMIT = "spark.sql.maxPlanStringLength"
+PLAN_STRING_CHARS = 262_144
+
+
+def bound_plan_strings(spark: SparkSession) -> None:
+    """Limits the plan texts Spark renders for this session to ``PLAN_STRING_CHARS``, unless the user set
+    the limit. Set on the session, not only for a run: the frames a run returns carry its plans."""
+    if spark.conf.get(PLAN_STRING_LIMIT, None) is None:
+        spark.conf.set(PLAN_STRING_LIMIT, str(PLAN_STRING_CHARS))
+
+
 def _jvm_running() -> bool:
     """Whether this process has a driver JVM already (a session built before, as in tests and notebooks)."""
     from pyspark import SparkContext

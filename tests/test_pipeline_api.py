@@ -282,8 +282,8 @@ def test_a_run_bounds_the_plan_texts_spark_renders_unless_the_user_set_a_bound(s
     """Each level of persisted frames doubles the plan text Spark renders (initial and final adaptive plan
     of every cached frame); the shuffled path's later stages rendered tens of megabytes at every re-plan,
     and PySpark 3.5 ran out of a 3 GB driver heap doing so. A run bounds them, unless the user did."""
-    from simhash_spark.context import PLAN_STRING_CHARS, PLAN_STRING_LIMIT
     from simhash_spark.demo.corpus import generate
+    from simhash_spark.session import PLAN_STRING_CHARS, PLAN_STRING_LIMIT
 
     pdf = generate(120, seed=5).to_pandas()[["id", "text"]]
     overrides = [
