@@ -43,7 +43,7 @@ def index_lookup(
     with ctx.stage("index_lookup"):
         if index.rebuilt_from is not None:
             index.rebuild(cfg)
-        looked = index.lookup(fps, cfg.policy.largest, ctx, held)
+        looked = index.lookup(fps, cfg.policy.largest, ctx, held, summaries=fp_pass.summaries)
         if looked.fps is not fps:
             fps = ctx.persist(looked.fps)
             if looked.local is not None and at_hand is not None:
@@ -86,10 +86,13 @@ def _with_touched(at_hand: AtHand, found: LocalMatches) -> AtHand:
             C.N_CHARS: entries[C.N_CHARS].to_numpy(np.int64),
             # what the Spark path hashes: the stored text, as it is
             C.TEXT_HASH: np.array([xxhash64((t,), "string") for t in entries[C.TEXT]], dtype=np.int64),
+            C.CHECK_SUMMARY: entries[C.CHECK_SUMMARY].to_numpy(object),
         }
     )
-    columns = [C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH]
-    keyed = _stacked(batch[columns], indexed)
+    # the sketches, when the batch's were computed (the sketch bands link on them)
+    sketched = C.CHECK_SUMMARY in batch.columns
+    columns = [C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH] + ([C.CHECK_SUMMARY] if sketched else [])
+    keyed = _stacked(batch[columns], indexed[columns])
     titles = at_hand.titles
     if titles is not None:
         titled = entries[C.TITLE_FINGERPRINT].notna().to_numpy()
@@ -111,10 +114,13 @@ def texts_of(docs: DataFrame, *more: Column) -> DataFrame:
     return docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *more)
 
 
-def index_entries(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
-    """The batch's entries for the index (``entries_of_batch``), titles included when the input has them."""
+def index_entries(
+    fps: DataFrame, docs: DataFrame, run_date: str, sketches: DataFrame | None = None
+) -> DataFrame:
+    """The batch's entries for the index (``entries_of_batch``), titles included when the input has them,
+    and the ``sketches`` (``id``, ``check_summary``) an index with sketch tables stores."""
     title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
-    return entries_of_batch(fps, texts_of(docs, *title), run_date)
+    return entries_of_batch(fps, texts_of(docs, *title), run_date, sketches)
 
 
 def local_entries(fp_pass: Fingerprinted, looked: Lookup, run_date: str) -> pd.DataFrame | None:
@@ -137,6 +143,9 @@ def local_entries(fp_pass: Fingerprinted, looked: Lookup, run_date: str) -> pd.D
         if C.TITLE in texts.columns
         else [None] * len(keep),
         C.RUN_DATE: run_date,
+        C.CHECK_SUMMARY: keep[C.CHECK_SUMMARY].to_numpy(object)
+        if C.CHECK_SUMMARY in keep.columns
+        else [None] * len(keep),
     }
     return pd.DataFrame({c: rows[c] for c in ENTRY_COLUMNS})
 
@@ -145,7 +154,7 @@ def link_inputs(
     fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, summaries: DataFrame | None
 ) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
     """(keyed, texts, titles, check summaries) of what is linked: the fingerprinted documents, and the
-    index entries the batch touches (which have no check summaries)."""
+    index entries the batch touches (with their sketches, when the index stores them)."""
     fingerprinted = fps.where(is_fingerprinted(F.col(C.STATUS)))
     keyed = fingerprinted.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
     texts = texts_of(docs)
@@ -160,9 +169,10 @@ def link_inputs(
     # row for it (already_indexed) must not bring a second text, title or check summary for the same id
     batch_ids = keyed.select(C.ID)
     texts = texts.join(batch_ids, on=C.ID, how="left_semi")
-    if summaries is not None:
-        summaries = summaries.join(batch_ids, on=C.ID, how="left_semi")
     touched = looked.touched
+    if summaries is not None:
+        stored = touched.where(F.col(C.CHECK_SUMMARY).isNotNull()).select(C.ID, C.CHECK_SUMMARY)
+        summaries = summaries.join(batch_ids, on=C.ID, how="left_semi").unionByName(stored)
     keyed = keyed.unionByName(
         touched.select(C.ID, C.FINGERPRINT, C.N_CHARS, F.xxhash64(C.TEXT).alias(C.TEXT_HASH))
     )

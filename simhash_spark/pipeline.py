@@ -16,7 +16,7 @@ from simhash_spark.assembly import RunTotals, assemble
 from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
-from simhash_spark.fingerprint_pass import fingerprint_pass
+from simhash_spark.fingerprint_pass import Fingerprinted, fingerprint_pass
 from simhash_spark.index.session import IndexSession, run_record
 from simhash_spark.index_pass import (
     index_entries,
@@ -81,16 +81,16 @@ class DedupResult:
         self.ctx.release()
 
 
-def _check_sketch_bands(spark: SparkSession, cfg: Config, *, with_index: bool) -> None:
-    """``match.sketch_bands`` where it cannot apply fails the run before any work: an index holds no
-    sketches of its entries yet, and a Spark Connect session's fingerprint pass keeps none."""
+def _sketches_to_store(index: IndexSession, fp_pass: Fingerprinted) -> DataFrame | None:
+    """The batch's sketches, when the index stores them (its layout has sketch tables)."""
+    return fp_pass.summaries if index.layout.sketch_bands else None
+
+
+def _check_sketch_bands(spark: SparkSession, cfg: Config) -> None:
+    """``match.sketch_bands`` where it cannot apply fails the run before any work: a Spark Connect
+    session's fingerprint pass keeps no sketches."""
     if not cfg.match.sketch_bands:
         return
-    if with_index:
-        raise ConfigError(
-            "match.sketch_bands: not with --index yet (the index keeps no sketches of its entries, so "
-            "history would be matched within k only); set match.sketch_bands = false"
-        )
     if spark_context(spark) is None:
         raise ConfigError(
             "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
@@ -119,7 +119,7 @@ def dedup(
     ``overrides={"match.max_distance": 10, "input.text_columns": ["title", "body"]}``.
     """
     cfg = with_overrides(cfg or load_config(), overrides or {})
-    _check_sketch_bands(spark, cfg, with_index=index is not None)
+    _check_sketch_bands(spark, cfg)
     bound_plan_strings(spark)
     ctx = ctx or RunContext()
     fp_pass = fingerprint_pass(spark, raw, cfg, ctx, source=source)
@@ -148,7 +148,9 @@ def dedup(
         out.clusters,
         drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
         texts_of(docs),
-        None if index is None else index_entries(fps, docs, index.run_date),
+        None
+        if index is None
+        else index_entries(fps, docs, index.run_date, _sketches_to_store(index, fp_pass)),
         local_entries(fp_pass, looked, index.run_date) if index is not None and looked is not None else None,
         stats,
         ctx,
@@ -209,7 +211,7 @@ def run(
     source = f"table {input_table}" if input_table else str(input_path)
     tables = OutputTables.from_config(cfg, output_table_prefix, run_date)
     out_fs = FileSystem(spark, output)
-    _check_sketch_bands(spark, cfg, with_index=bool(index_path))
+    _check_sketch_bands(spark, cfg)
     check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
     tables.check(spark, overwrite=cfg.output.overwrite)
     publisher = Publisher(

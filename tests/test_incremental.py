@@ -94,7 +94,7 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
         for i in pq.read_table(path, columns=["id"]).column("id").to_pylist():
             batch_of[i] = j
     full_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, full, "pairs")}
-    checked = {"documents": table.num_rows, "flagged": 0, "matched": 0, "pairs": 0}
+    checked = {"documents": table.num_rows, "flagged": 0, "matched": 0, "pairs": 0, "beyond_k": 0}
     for j in range(n_batches):
         upto = [(a, b, d) for a, b, d in full_pairs if batch_of[a] <= j and batch_of[b] <= j]
         comp = union_find([(a, b) for a, b, _ in upto])
@@ -118,6 +118,8 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
         inc_pairs = {(r["id_a"], r["id_b"], r["distance"]) for r in rows(spark, tmp / f"inc{j}", "pairs")}
         assert inc_pairs == {(a, b, d) for a, b, d in upto if j in (batch_of[a], batch_of[b])}
         checked["pairs"] += len(inc_pairs)
+        k = summary["config"]["match"]["max_distance"]
+        checked["beyond_k"] += sum(d > k and batch_of[a] != batch_of[b] for a, b, d in inc_pairs)
     print("consistency checked:", checked)
     return checked
 
@@ -126,6 +128,25 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
 def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_path):
     checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=EXACT)
     assert checked["matched"] > 10 and checked["pairs"] > 20
+
+
+SKETCH_BANDS = ["--set", "match.sketch_bands=true"]
+
+
+@pytest.mark.parametrize(
+    "where", [pytest.param("driver", marks=pytest.mark.heavy), pytest.param("spark", marks=pytest.mark.slow)]
+)
+def test_with_sketch_bands_incremental_runs_flag_and_pair_what_a_full_run_does(spark, tmp_path, where):
+    """The index stores each entry's sketch band keys and its sketch: a batch touches the entries that
+    share a sketch band with it beyond k, and pairs them as a full run over everything does — on the
+    driver (small batches, pyarrow) and in Spark."""
+    on_spark = ["--set", "cluster.local_max_documents=0"] if where == "spark" else []
+    settings = [*EXACT, *SKETCH_BANDS, *on_spark]
+    checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=settings)
+    assert checked["matched"] > 10 and checked["beyond_k"] > 0
+    summary = json.loads((tmp_path / "inc2" / "summary.json").read_text())
+    assert summary["index"]["looked_up_on"] == where
+    assert manifest(tmp_path / "index")["format"] == 3
 
 
 @pytest.mark.slow
@@ -667,14 +688,73 @@ def test_check_reports_a_null_text_and_prints_valid_json(history, tmp_path, caps
     assert out[1]["input"] == 7 and out[1]["status"] == "ok"
 
 
-def test_check_refuses_sketch_bands_the_index_cannot_answer(history, tmp_path, capsys):
-    tmp, _batches, _index = history
-    f = tmp_path / "q.jsonl"
-    f.write_text('{"id": 1, "text": "完全无关的一句话，没有任何重复。"}\n')
+def _checked(index: Path, table: pa.Table, settings: list[str], capsys, tmp: Path) -> dict:
+    """``check`` of every text of ``table`` against ``index``: id → its result."""
+    texts = tmp / "queries.jsonl"
+    texts.write_text(
+        "".join(
+            json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
+            for i, t in zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True)
+        )
+    )
     capsys.readouterr()
-    args = ["check", "--index", str(tmp / "index_before_day3"), "--file", str(f), "--jsonl", *EXACT]
-    assert main([*args, "--set", "match.sketch_bands=true"]) == 2
-    assert "match.sketch_bands: not with an index yet" in capsys.readouterr().err
+    assert main(["check", "--index", str(index), "--file", str(texts), "--jsonl", *settings]) == 0
+    return {r["input"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+
+
+def _cross_pairs(spark, out: Path, new_ids: set) -> dict:
+    """new id → {(indexed id, distance)} of the pairs a run wrote between its batch and the index."""
+    paired: dict = {}
+    for p in rows(spark, out, "pairs"):
+        a, b = p["id_a"], p["id_b"]
+        if (a in new_ids) != (b in new_ids):
+            new, old = (a, b) if a in new_ids else (b, a)
+            paired.setdefault(new, set()).add((old, p["distance"]))
+    return paired
+
+
+@pytest.mark.heavy
+def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setting(spark, tmp_path, capsys):
+    """With ``match.sketch_bands`` the index keeps sketch band tables: ``check`` finds the indexed
+    documents the job paired beyond k, compaction carries the tables, and the setting is the index's for
+    its life (a run or check without it is refused; ``--rebuild-index`` changes it)."""
+    sketched = [*EXACT, *SKETCH_BANDS]
+    batches = split_corpus(generate(150, seed=11), 3, tmp_path)
+    idx = tmp_path / "index"
+    assert incremental(batches[0], tmp_path / "d1", idx, DATES[0], settings=sketched) == 0
+    shutil.copytree(idx, tmp_path / "index_day1")
+    assert incremental(batches[1], tmp_path / "d2", idx, DATES[1], settings=sketched) == 0
+    day2 = pq.read_table(batches[1])
+    paired = _cross_pairs(spark, tmp_path / "d2", set(day2.column("id").to_pylist()))
+    assert any(d > 3 for pairs in paired.values() for _, d in pairs)  # beyond k = 3
+    results = _checked(tmp_path / "index_day1", day2, sketched, capsys, tmp_path)
+    for i, r in results.items():
+        assert {(m["id"], m["distance"]) for m in r["matches"]} == paired.get(i, set()), i
+    # compaction carries the sketch tables: the check of day three's texts answers as before
+    day3 = pq.read_table(batches[2])
+    before = _checked(idx, day3, sketched, capsys, tmp_path)
+    assert any(m["distance"] > 3 for r in before.values() for m in r["matches"])
+    assert main(["index", "compact", str(idx), "--keep-recent", "0", "--min-snapshots", "1", *sketched]) == 0
+    assert len(manifest(idx)["snapshots"]) == 1 and manifest(idx)["format"] == 3
+    assert _checked(idx, day3, sketched, capsys, tmp_path) == before
+    capsys.readouterr()
+    assert main(["index", "verify", str(idx)]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]
+    # the setting is the index's: refused without it, run and check
+    assert incremental(batches[2], tmp_path / "plain", idx, DATES[2]) == 2
+    assert "holds sketch band tables and this run has match.sketch_bands = false" in capsys.readouterr().err
+    assert main(["check", "--index", str(idx), *EXACT, "一句话"]) == 2
+    assert "holds sketch band tables" in capsys.readouterr().err
+    # an index without them gains them by a rebuild, and then pairs as the sketched index did
+    plain = tmp_path / "plain_index"
+    assert incremental(batches[0], tmp_path / "p1", plain, DATES[0]) == 0
+    assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
+    assert incremental(batches[1], tmp_path / "p2", plain, DATES[1], settings=sketched) == 2
+    assert "holds no sketch band tables" in capsys.readouterr().err
+    args = ("--rebuild-index",)
+    assert incremental(batches[1], tmp_path / "p2", plain, DATES[1], *args, settings=sketched) == 0
+    assert manifest(plain)["format"] == 3 and manifest(plain)["layout"]["sketch_bands"]
+    assert _cross_pairs(spark, tmp_path / "p2", set(day2.column("id").to_pylist())) == paired
 
 
 VOLATILE = {"index": ("version_before", "version_after", "snapshot", "entries_after", "created")}

@@ -15,6 +15,7 @@ from simhash_spark.config import load_config, with_overrides
 from simhash_spark.context import RunContext
 from simhash_spark.core.index_model import ENTRY_COLUMNS, Manifest, RunRecord
 from simhash_spark.core.simhash import hamming
+from simhash_spark.core.sketch_bands import stored_share_band
 from simhash_spark.index.local_files import batch_keys, write_snapshot_files
 from simhash_spark.index.session import HeldBatch, IndexSession, _signature, new_layout
 from simhash_spark.index.snapshots import entry_schema, write_snapshot
@@ -40,6 +41,28 @@ def _flip(fp: int, bits: int, rng: random.Random) -> int:
     for b in rng.sample(range(64), bits):
         fp ^= 1 << b
     return _signed(fp & ((1 << 64) - 1))
+
+
+def _sketch(rng: random.Random) -> bytes | None:
+    """A random sketch, now and then none or one with an empty bin (no key in that band)."""
+    if rng.random() < 0.1:
+        return None
+    sketch = bytearray(rng.randrange(1, 256) for _ in range(32))
+    if rng.random() < 0.2:
+        sketch[rng.randrange(32)] = 0
+    return bytes(sketch)
+
+
+def _near_sketch(sketch: bytes | None, rng: random.Random) -> bytes | None:
+    """``sketch`` with every band changed but (now and then) one."""
+    if sketch is None:
+        return None
+    out = bytearray(sketch)
+    kept = rng.randrange(8) if rng.random() < 0.6 else None
+    for band in range(8):
+        if band != kept:
+            out[band * 4] = out[band * 4] % 255 + 1
+    return bytes(out)
 
 
 def _entries(spark, rows: list[tuple], id_type: str):
@@ -70,6 +93,7 @@ def _index(spark, path, cfg, id_type: str, rng: random.Random):
                     f"text {n}",
                     None,
                     rng.choice(dates),
+                    _sketch(rng),
                 )
             )
             n += 1
@@ -78,44 +102,57 @@ def _index(spark, path, cfg, id_type: str, rng: random.Random):
         all_rows += rows
     records = tuple(RunRecord(d, "", 60, 60, 0, 0.0, 0, "t") for d in (D1, D2, RUN, LATER))
     store.commit(dataclasses.replace(manifest, version=1, snapshots=tuple(snapshots), runs=records))
-    return [r for r in all_rows if r[-1] < RUN], all_rows
+    return [r for r in all_rows if r[6] < RUN], all_rows
 
 
 def _batch(all_rows: list[tuple], id_type: str, rng: random.Random) -> pd.DataFrame:
-    """Near copies of indexed entries (0 to K + 2 bits away, of visible and invisible dates), fresh
-    documents, ids the index holds (one of them not fingerprinted) and one of an invisible date."""
+    """Near copies of indexed entries (0 to K + 2 bits away, of visible and invisible dates; sketches
+    sharing a band with theirs now and then), fresh documents, ids the index holds (one of them not
+    fingerprinted) and one of an invisible date."""
     make_id = (lambda n: f"new-{n:04d}") if id_type == "string" else (lambda n: 50_000 + n)
     rows = []
     for n, entry in enumerate(rng.sample(all_rows, 70)):
-        rows.append((make_id(n), _flip(entry[1], rng.randrange(0, K + 3), rng), 500, "ok"))
+        fp = _flip(entry[1], rng.randrange(0, K + 3), rng)
+        rows.append((make_id(n), fp, 500, "ok", _near_sketch(entry[7], rng)))
     for n in range(70, 90):
-        rows.append((make_id(n), _signed(rng.getrandbits(64)), 500, "ok"))
-    visible = [r for r in all_rows if r[-1] < RUN]
-    resent = [*rng.sample(visible, 4), next(r for r in all_rows if r[-1] == RUN)]
+        rows.append((make_id(n), _signed(rng.getrandbits(64)), 500, "ok", _sketch(rng)))
+    visible = [r for r in all_rows if r[6] < RUN]
+    resent = [*rng.sample(visible, 4), next(r for r in all_rows if r[6] == RUN)]
     for i, entry in enumerate(resent):
-        rows.append((entry[0], _flip(entry[1], 1, rng), 500, "null_text" if i == 0 else "ok"))
-    return pd.DataFrame(rows, columns=[C.ID, C.FINGERPRINT, C.N_CHARS, C.STATUS])
+        rows.append((entry[0], _flip(entry[1], 1, rng), 500, "null_text" if i == 0 else "ok", entry[7]))
+    return pd.DataFrame(rows, columns=[C.ID, C.FINGERPRINT, C.N_CHARS, C.STATUS, C.CHECK_SUMMARY])
 
 
 def _touched_rows(df) -> list[tuple]:
     return sorted(tuple(r) for r in df.select(*ENTRY_COLUMNS).collect())
 
 
-@pytest.mark.parametrize("id_type", ["string", "bigint"])
-def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id_type):
+SKETCHED = {**SETTINGS, "match.sketch_bands": True}
+
+
+@pytest.mark.parametrize(
+    ("id_type", "settings"), [("string", SETTINGS), ("bigint", SETTINGS), ("string", SKETCHED)]
+)
+def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id_type, settings):
     rng = random.Random(7 if id_type == "string" else 8)
-    cfg = with_overrides(load_config(), SETTINGS)
+    cfg = with_overrides(load_config(), settings)
+    sketched = cfg.match.sketch_bands
     # Hadoop's spelling of a local path, "file:/...", once: the driver must read the folder Spark reads
     path = str(tmp_path / "index") if id_type == "string" else f"file:{tmp_path / 'index'}"
     visible, all_rows = _index(spark, path, cfg, id_type, rng)
     batch = _batch(all_rows, id_type, rng)
     schema = f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.STATUS} string"
-    fps = spark.createDataFrame(batch, schema).cache()
+    fps = spark.createDataFrame(batch.drop(columns=[C.CHECK_SUMMARY]), schema).cache()
+    summaries = spark.createDataFrame(
+        batch[[C.ID, C.CHECK_SUMMARY]], f"{C.ID} {id_type}, {C.CHECK_SUMMARY} binary"
+    ).where(F.col(C.CHECK_SUMMARY).isNotNull())
     session = IndexSession.open(spark, cfg, path=path, run_date=RUN, rebuild=False)
     try:
         ctx = RunContext()
-        on_spark = session.lookup(fps, K, ctx)
+        on_spark = session.lookup(fps, K, ctx, summaries=summaries)
         keyed = batch[batch[C.STATUS] == "ok"]
+        if not sketched:
+            keyed = keyed.drop(columns=[C.CHECK_SUMMARY])
         on_driver = session.lookup(fps, K, ctx, HeldBatch(batch[C.ID].tolist(), keyed))
     finally:
         session.abort()
@@ -136,14 +173,21 @@ def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id
         sorted(tuple(None if pd.isna(v) else v for v in r) for r in local.itertuples(index=False)) == touched
     )
     # the brute force: visible entries within K of a linked batch document (fingerprinted, not re-sent)
+    # or, with sketch tables, sharing a sketch band with one
     linked = [
-        int(f)
-        for i, f, s in zip(batch[C.ID], batch[C.FINGERPRINT], batch[C.STATUS], strict=True)
+        (int(f), sk)
+        for i, f, s, sk in zip(batch[C.ID], batch[C.FINGERPRINT], batch[C.STATUS], batch[C.CHECK_SUMMARY])
         if s == "ok" and i not in set(resent[:4])
     ]
-    near = sorted(r for r in visible if any(hamming(r[1], f) <= K for f in linked))
+
+    def pairs(r, f, sk):
+        return hamming(r[1], f) <= K or (sketched and bool(stored_share_band([r[7]], [sk])[0]))
+
+    near = sorted(r for r in visible if any(pairs(r, f, sk) for f, sk in linked))
     assert [t[0] for t in touched] == [r[0] for r in near] and len(near) > 10
-    assert any(hamming(r[1], f) <= K for r in all_rows if r[-1] >= RUN for f in linked)  # invisible, near
+    assert any(hamming(r[1], f) <= K for r in all_rows if r[6] >= RUN for f, _ in linked)  # invisible, near
+    beyond = [r for r in near if all(hamming(r[1], f) > K for f, _ in linked)]
+    assert bool(beyond) == sketched  # entries only a shared sketch band touches
     for key in (
         "touched_entries",
         "already_indexed",
@@ -157,19 +201,29 @@ def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id
     assert 0 < on_driver.stats["key_rows_read"] <= on_spark.stats["key_rows_total"]
 
 
-@pytest.mark.parametrize("settings", [{}, {**SETTINGS, "index.partitions": 64}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {**SETTINGS, "index.partitions": 64},
+        {"match.sketch_bands": True},
+        {**SKETCHED, "index.partitions": 64},
+    ],
+)
 def test_the_driver_makes_the_keys_spark_makes(spark, settings):
     layout = new_layout(with_overrides(load_config(), settings))
     rng = random.Random(3)
     fps = [_signed(rng.getrandbits(64)) for _ in range(50)] + [0, -1, -(1 << 63), (1 << 63) - 1]
+    sketches = [_sketch(rng) for _ in fps]
+    sketches[-1] = b"\xff" * 32  # the largest key of every band
     frame = spark.createDataFrame(
-        [(str(i), f, 10, "d") for i, f in enumerate(fps)],
-        f"{C.ID} string, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.RUN_DATE} string",
+        [(str(i), f, 10, "d", sk) for i, (f, sk) in enumerate(zip(fps, sketches, strict=True))],
+        f"{C.ID} string, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.RUN_DATE} string, {C.CHECK_SUMMARY} binary",
     )
     on_spark = sorted(
         (int(r[C.ID]), r[C.PART], r[C.BAND], r[C.KEY]) for r in index_keys(frame, layout=layout).collect()
     )
-    keys = batch_keys(np.array(fps, dtype=np.int64), layout)
+    keys = batch_keys(np.array(fps, dtype=np.int64), layout, sketches if layout.sketch_bands else None)
     on_driver = sorted(
         zip(
             keys["_query"].tolist(),
@@ -180,7 +234,10 @@ def test_the_driver_makes_the_keys_spark_makes(spark, settings):
         )
     )
     assert on_driver == on_spark
-    assert layout.prefix_bits > 0 or not settings
+    assert layout.prefix_bits > 0 or settings in ({}, {"match.sketch_bands": True})
+    tables = {band for _, _, band, _ in on_spark}
+    assert tables == set(range(layout.n_tables()))  # every sketch table holds keys when the layout has them
+    assert max(part for _, part, _, _ in on_spark) < layout.n_parts()
 
 
 def _snapshot_rows(spark, folder) -> dict:
@@ -192,9 +249,11 @@ def _snapshot_rows(spark, folder) -> dict:
     return out
 
 
-@pytest.mark.parametrize("id_type", ["string", "int"])
-def test_the_driver_writes_the_snapshot_files_spark_writes(spark, tmp_path, id_type):
-    cfg = with_overrides(load_config(), SETTINGS)
+@pytest.mark.parametrize(
+    ("id_type", "settings"), [("string", SETTINGS), ("int", SETTINGS), ("int", SKETCHED)]
+)
+def test_the_driver_writes_the_snapshot_files_spark_writes(spark, tmp_path, id_type, settings):
+    cfg = with_overrides(load_config(), settings)
     layout = new_layout(cfg)
     rng = random.Random(11)
     rows = [
@@ -206,6 +265,7 @@ def test_the_driver_writes_the_snapshot_files_spark_writes(spark, tmp_path, id_t
             f"text {n} ä",
             None if n % 2 else f"title {n}",
             RUN,
+            _sketch(rng),
         )
         for n in range(150)
     ]

@@ -256,31 +256,6 @@ def test_the_driver_path_drops_pairs_whose_sketches_barely_agree_before_reading_
     assert asked == [{"a", "b", "c", "d"}]  # c's text for its pair with d, which has no sketch
 
 
-def test_sketch_bands_with_an_index_fail_before_any_work(tmp_path, capsys):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from simhash_spark.cli import main
-
-    pq.write_table(
-        pa.table({"id": ["a", "b"], "text": ["一二三四五六七八", "九十百千万亿兆京"]}),
-        tmp_path / "in.parquet",
-    )
-    args = ["dedup", "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "out")]
-    args += [
-        "--index",
-        str(tmp_path / "index"),
-        "--run-date",
-        "2026-01-01",
-        "--set",
-        "match.sketch_bands=true",
-    ]
-    assert main(args) == 2
-    assert "match.sketch_bands: not with --index yet" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
-    assert not (tmp_path / "index" / "_manifest").exists()
-
-
 def _partition(pairs) -> set[frozenset]:
     parent: dict = {}
 

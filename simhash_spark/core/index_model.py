@@ -36,17 +36,34 @@ from simhash_spark import columns as C
 from simhash_spark.core.bands import BITS, BandScheme, cheapest_lsh, exact_candidates, parse_scheme
 from simhash_spark.core.fingerprint import ModelOptions
 from simhash_spark.core.normalize import variants_signature
+from simhash_spark.core.sketch_bands import BAND_BINS, BANDS
 
-FORMAT = (
-    2  # 2: snapshots carry a contents record (files, sizes, rows); 1 (0.1.x) is upgraded by `index upgrade`
-)
+SKETCH_TABLES = BANDS
+SKETCH_KEY_BITS = 8 * BAND_BINS
+
+# 2: snapshots carry a contents record (files, sizes, rows); 1 (0.1.x) is upgraded by `index upgrade`.
+# 3: format 2 with sketch key tables (``IndexLayout.sketch_bands``): a reader that knows no sketch tables
+# must refuse it, or its writes would leave entries without their sketch keys.
+FORMAT = 3
+PLAIN_FORMAT = 2  # the format of an index without sketch tables: what 0.2 and later read and write
+READ_FORMATS = (PLAIN_FORMAT, FORMAT)
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
 # 2: unterminated HTML comments, CDATA sections and ">" inside attribute values (normalize.strip_html).
 # 3: a tied bit vote takes the bit of the document's smallest feature hash instead of 0 (core.simhash).
 FINGERPRINT_CODE_VERSION = 3
 _M64 = (1 << 64) - 1
-# the columns of a docs/ row: what a run needs of an indexed document
-ENTRY_COLUMNS = (C.ID, C.FINGERPRINT, C.N_CHARS, C.TITLE_FINGERPRINT, C.TEXT, C.TITLE, C.RUN_DATE)
+# the columns of a docs/ row: what a run needs of an indexed document. An index without sketch tables
+# stores no ``check_summary`` (its readers give a null one): ``stored_entry_columns``.
+ENTRY_COLUMNS = (
+    C.ID,
+    C.FINGERPRINT,
+    C.N_CHARS,
+    C.TITLE_FINGERPRINT,
+    C.TEXT,
+    C.TITLE,
+    C.RUN_DATE,
+    C.CHECK_SUMMARY,
+)
 
 
 def _file_sha256(path: str) -> str | None:
@@ -119,6 +136,9 @@ class IndexLayout:
     max_distance: int  # the k the tables were built for
     prefix_bits: int  # key partitions per table: 2 ** prefix_bits
     doc_bits: int  # document buckets: 2 ** doc_bits, by the fingerprint's top bits
+    # eight more tables, one per sketch band (``core.sketch_bands``), after the fingerprint's: an entry
+    # sharing a sketch band key with a batch document is touched whatever its Hamming distance
+    sketch_bands: bool = False
 
     @property
     def band_scheme(self) -> BandScheme:
@@ -135,8 +155,33 @@ class IndexLayout:
             out.append(bits[: self.prefix_bits])
         return out
 
+    @property
+    def first_sketch_table(self) -> int:
+        """The table number of sketch band 0 (the fingerprint's tables come first)."""
+        return len(self.masks())
+
+    def n_tables(self) -> int:
+        return len(self.masks()) + (SKETCH_TABLES if self.sketch_bands else 0)
+
     def n_parts(self) -> int:
-        return len(self.masks()) << self.prefix_bits
+        return self.n_tables() << self.prefix_bits
+
+    @property
+    def format(self) -> int:
+        """The manifest format an index of this layout is written in."""
+        return FORMAT if self.sketch_bands else PLAIN_FORMAT
+
+
+def sketch_key_part(table: int, key: int | Any, prefix_bits: int) -> int | Any:
+    """The ``part=`` folder of a sketch band key (a uint32) in ``table``: its top ``prefix_bits`` bits
+    (integers or numpy arrays alike)."""
+    bits = min(prefix_bits, SKETCH_KEY_BITS)
+    return (table << prefix_bits) | (key >> (SKETCH_KEY_BITS - bits) if bits else key * 0)
+
+
+def stored_entry_columns(layout: IndexLayout) -> tuple[str, ...]:
+    """The columns of the docs/ rows of an index of ``layout``."""
+    return ENTRY_COLUMNS if layout.sketch_bands else ENTRY_COLUMNS[:-1]
 
 
 def key_part(band: int, fingerprint: int, positions: Sequence[int], prefix_bits: int) -> int:
@@ -290,7 +335,7 @@ class Manifest:
     id_type: str  # Spark simple type name of the ids (every batch must match)
     snapshots: tuple[Snapshot, ...] = ()
     runs: tuple[RunRecord, ...] = ()  # every committed run in run-date order (kept through compaction)
-    format: int = FORMAT
+    format: int = PLAIN_FORMAT  # as read; written as ``layout.format`` (1 only until ``index upgrade``)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -305,7 +350,9 @@ class Manifest:
         return next((s for s in self.snapshots if run_date in s.runs), None)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+        d = dataclasses.asdict(self)
+        d["format"] = 1 if self.format == 1 else self.layout.format
+        return json.dumps(d, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
     @staticmethod
     def from_json(text: str, *, old_format: bool = False) -> Manifest:
@@ -317,8 +364,11 @@ class Manifest:
                 "verify; run `simhash-spark index upgrade PATH` once (it checks every snapshot's rows "
                 "against the manifest and records its files)"
             )
-        if d.get("format") not in (FORMAT, 1):
-            raise ValueError(f"index format {d.get('format')!r}; this version reads format {FORMAT}")
+        if d.get("format") not in (*READ_FORMATS, 1):
+            raise ValueError(
+                f"index format {d.get('format')!r}; this version reads formats "
+                + " and ".join(map(str, READ_FORMATS))
+            )
         return Manifest(
             version=int(d["version"]),
             model=d["model"],

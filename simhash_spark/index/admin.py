@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.core.index_model import Manifest, Snapshot
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index.snapshots import ENTRY_COLUMNS, read_folders, write_snapshot
+from simhash_spark.index.snapshots import as_entries, read_folders, write_snapshot
 from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.storage import ArrowFiles
@@ -197,7 +197,7 @@ def _merge(
             store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
         )
     # an id stored under two dates by an index written before 0.2 is kept once, as its earliest entry
-    entries = earliest_entries(read_folders(spark, dirs).select(*ENTRY_COLUMNS))
+    entries = earliest_entries(as_entries(read_folders(spark, dirs), manifest.layout))
     if cutoff is not None:
         entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
     return write_snapshot(store, manifest.layout, entries, snap_id, runs)
@@ -206,5 +206,6 @@ def _merge(
 def _schema(manifest: Manifest) -> str:
     return (
         f"{C.ID} {manifest.id_type or 'string'}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, "
-        f"{C.TITLE_FINGERPRINT} bigint, {C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
+        f"{C.TITLE_FINGERPRINT} bigint, {C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string, "
+        f"{C.CHECK_SUMMARY} binary"
     )

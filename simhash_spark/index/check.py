@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.core.fingerprint import FINGERPRINTED, FingerprintBatch, Fingerprinter
+from simhash_spark.core.fingerprint import FINGERPRINTED, FingerprintBatch, Fingerprinter, check_filter
 from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
@@ -27,12 +27,13 @@ from simhash_spark.core.index_model import (
 )
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import to_hex
-from simhash_spark.errors import ConfigError, FingerprintIndexError
+from simhash_spark.errors import FingerprintIndexError
 from simhash_spark.index.local_files import KEY_COLUMNS, QUERY, batch_keys, key_rows
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
 _M64 = (1 << 64) - 1
+SHARES_BAND = "shares_band"
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,8 @@ def _table(files: ArrowFiles, dirs: list[str], columns: list[str], filt: Any) ->
 
 
 def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifest]:
-    """The index, checked against the configuration: same body model, k within its tables, no sketch
-    bands (its entries have no sketches)."""
-    if cfg.match.sketch_bands:
-        raise ConfigError(
-            "match.sketch_bands: not with an index yet (its entries have no sketches, so it would be "
-            "matched within k only); set match.sketch_bands = false"
-        )
+    """The index, checked against the configuration: same body model, k within its tables, sketch band
+    tables iff ``match.sketch_bands`` (as a run against it needs)."""
     files = ArrowFiles(index_path)
     store = IndexStore(files, files.root)
     manifest = store.manifest()
@@ -78,13 +74,23 @@ def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifes
             f"configuration asks for {cfg.policy.largest} (match.max_distance / match.length_steps); use the "
             "index's k"
         )
+    if cfg.match.sketch_bands != manifest.layout.sketch_bands:
+        held = "holds" if manifest.layout.sketch_bands else "holds no"
+        raise FingerprintIndexError(
+            f"index {index_path} {held} sketch band tables and the configuration has match.sketch_bands = "
+            f"{str(cfg.match.sketch_bands).lower()}; use the index's setting"
+        )
     return files, store, manifest
 
 
 def _wanted_keys(batch: FingerprintBatch, layout: IndexLayout) -> dict[int, list[tuple[int, int, int]]]:
     """Key partition → (query, band, key) of every fingerprinted query's band keys."""
     queries = np.array([qi for qi, s in enumerate(batch.status) if s in FINGERPRINTED], dtype=np.int64)
-    keys = batch_keys(np.asarray(batch.fingerprint, dtype=np.int64)[queries], layout)
+    sketches = None
+    if layout.sketch_bands:
+        assert batch.check_summary is not None  # computed with the sketch filter (``check``)
+        sketches = [batch.check_summary[int(qi)] for qi in queries]
+    keys = batch_keys(np.asarray(batch.fingerprint, dtype=np.int64)[queries], layout, sketches)
     wanted: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for part, q, band, key in zip(keys[C.PART], keys[QUERY], keys[C.BAND], keys[C.KEY], strict=True):
         wanted[int(part)].append((int(queries[q]), int(band), int(key)))
@@ -96,8 +102,11 @@ def _candidates(
     wanted: dict[int, list[tuple[int, int, int]]],
     rows: list[dict[str, Any]],
     rule: PairRule,
+    first_sketch_table: int | None,
 ) -> dict[int, dict[Any, dict[str, Any]]]:
-    """Query → indexed id → its key row and distance, for entries sharing a key and within the pair's k."""
+    """Query → indexed id → its key row, distance and whether they share a sketch band, for entries
+    sharing a key and within the pair's k, or sharing a sketch band key (tables from
+    ``first_sketch_table`` on)."""
     by_key: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_key[(r[C.BAND], r[C.KEY])].append(r)
@@ -105,10 +114,12 @@ def _candidates(
     for items in wanted.values():
         for qi, band, key in items:
             fp = int(batch.fingerprint[qi])
+            sketch = first_sketch_table is not None and band >= first_sketch_table
             for r in by_key.get((band, key), ()):
                 d = ((fp ^ r[C.FINGERPRINT]) & _M64).bit_count()
-                if d <= rule.k(int(batch.n_chars[qi]), r[C.N_CHARS]):
-                    found[qi][r[C.ID]] = {**r, "distance": d}
+                if sketch or d <= rule.k(int(batch.n_chars[qi]), r[C.N_CHARS]):
+                    before = found[qi].get(r[C.ID], {}).get(SHARES_BAND, False)
+                    found[qi][r[C.ID]] = {**r, "distance": d, SHARES_BAND: before or sketch}
     return found
 
 
@@ -123,8 +134,17 @@ def _matches(
     out = []
     for cand in candidates.values():
         d, stored = cand["distance"], texts.get(cand[C.ID])
-        sim = rule.similarity(text or "", stored or "") if rule.needs_text_check(d) else None
-        reason = rule.reason(d, n_chars, cand[C.N_CHARS], same_text=text == stored, similarity=sim)
+        within_k = d <= rule.k(n_chars, cand[C.N_CHARS])
+        needs = rule.needs_text_check(d, within_k=within_k)
+        sim = rule.similarity(text or "", stored or "") if needs else None
+        reason = rule.reason(
+            d,
+            n_chars,
+            cand[C.N_CHARS],
+            same_text=text == stored,
+            similarity=sim,
+            shares_band=cand[SHARES_BAND],
+        )
         if reason is not None:
             out.append(
                 {
@@ -145,7 +165,8 @@ def check(
     files, store, manifest = _open(index_path, cfg)
     layout = manifest.layout
     rule = PairRule(cfg.policy, cfg.verify, cfg.normalize, short=cfg.short_texts)
-    batch = Fingerprinter(cfg.model).batch([q.text for q in queries])
+    sketch = check_filter(cfg.model, cfg.verify) if layout.sketch_bands else None
+    batch = Fingerprinter(cfg.model, sketch).batch([q.text for q in queries])
     wanted = _wanted_keys(batch, layout)
     snapshots = list(manifest.snapshots)
     dirs = store.partition_dirs(snapshots, "keys", set(wanted))
@@ -154,7 +175,8 @@ def check(
         keys = {key for _, _, key in wanted[int(d.rsplit("=", 1)[1])]}
         table, _ = key_rows(files, d, KEY_COLUMNS, keys)
         rows += table.to_pylist() if table is not None else []
-    candidates = _candidates(batch, wanted, rows, rule)
+    first_sketch = layout.first_sketch_table if layout.sketch_bands else None
+    candidates = _candidates(batch, wanted, rows, rule, first_sketch)
     texts = _texts(files, store, snapshots, layout.doc_bits, candidates) if rule.verify.enabled else {}
     results = []
     for qi, q in enumerate(queries):

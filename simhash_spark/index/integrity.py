@@ -20,12 +20,12 @@ from pyspark.sql import SparkSession
 
 from simhash_spark import columns as C
 from simhash_spark.core.index_model import (
-    ENTRY_COLUMNS,
-    FORMAT,
     FolderContents,
+    IndexLayout,
     Manifest,
     Snapshot,
     SnapshotContents,
+    stored_entry_columns,
 )
 from simhash_spark.errors import FingerprintIndexError
 from simhash_spark.index.local_files import KEY_COLUMNS
@@ -42,7 +42,10 @@ from simhash_spark.storage import ArrowFiles, join
 log = logging.getLogger(__name__)
 
 _SHOW = 20  # problems listed; the count is exact
-_COLUMNS = {"keys": set(KEY_COLUMNS), "docs": set(ENTRY_COLUMNS)}
+
+
+def _columns(kind: str, layout: IndexLayout) -> set[str]:
+    return set(KEY_COLUMNS) if kind == "keys" else set(stored_entry_columns(layout))
 
 
 def verify(path: str) -> dict[str, Any]:
@@ -67,7 +70,8 @@ def verify(path: str) -> dict[str, Any]:
             where = f"{SNAPSHOTS}/{snap.id}/{name}"
             folder_path = join(store.snapshot_dir(snap.id), name)
             wrong = folder_problems(where, folder, files.file_sizes(folder_path))
-            wrong = wrong or _footer_problems(files, folder_path, where, folder, snap, name.split("/")[0])
+            columns = _columns(name.split("/")[0], manifest.layout)
+            wrong = wrong or _footer_problems(files, folder_path, where, folder, snap, columns)
             problems += wrong
             checked["folders"] += 1
             checked["files"] += len(folder.files)
@@ -96,7 +100,7 @@ def verify(path: str) -> dict[str, Any]:
 
 
 def _footer_problems(
-    files: ArrowFiles, folder_path: str, where: str, folder: FolderContents, snap: Snapshot, kind: str
+    files: ArrowFiles, folder_path: str, where: str, folder: FolderContents, snap: Snapshot, wanted: set[str]
 ) -> list[str]:
     """What the Parquet footers of one folder's files say that its record does not."""
     rows, problems = 0, []
@@ -109,8 +113,10 @@ def _footer_problems(
             continue
         rows += md.num_rows
         columns = set(md.schema.names)
-        if columns != _COLUMNS[kind]:
-            problems.append(f"{where}/{name} has the columns {sorted(columns)}, not those of index {kind}")
+        if columns != wanted:
+            problems.append(
+                f"{where}/{name} has the columns {sorted(columns)}, not the index's {sorted(wanted)}"
+            )
             continue
         problems += _date_problems(md, where, name, snap)
     if not problems and rows != folder.rows:
@@ -162,15 +168,21 @@ def upgrade(spark: SparkSession, path: str, *, lease_timeout_s: float) -> dict[s
     lease = take_lease(store, purpose="index upgrade", timeout_s=lease_timeout_s)
     try:
         manifest = store.read_version(store.versions()[-1], old_format=True)
-        if manifest.format == FORMAT:
-            return {"path": path, "upgraded": False, "reason": f"the index is format {FORMAT} already"}
+        if manifest.format != 1:
+            return {
+                "path": path,
+                "upgraded": False,
+                "reason": f"the index is format {manifest.format} already",
+            }
         counted = _folder_rows(spark, store)
         snapshots = tuple(_sealed(store, snap, counted) for snap in manifest.snapshots)
-        new = dataclasses.replace(manifest, version=manifest.version + 1, snapshots=snapshots, format=FORMAT)
+        new = dataclasses.replace(
+            manifest, version=manifest.version + 1, snapshots=snapshots, format=manifest.layout.format
+        )
         store.commit(new)
     finally:
         lease.release()
-    log.info("index %s: upgraded to format %d (version %d)", path, FORMAT, new.version)
+    log.info("index %s: upgraded to format %d (version %d)", path, new.format, new.version)
     return {"path": path, "upgraded": True, "version": new.version, "snapshots": len(snapshots)}
 
 

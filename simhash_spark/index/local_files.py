@@ -25,8 +25,16 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot, doc_bucket
+from simhash_spark.core.index_model import (
+    ENTRY_COLUMNS,
+    IndexLayout,
+    Snapshot,
+    doc_bucket,
+    sketch_key_part,
+    stored_entry_columns,
+)
 from simhash_spark.core.simhash import popcount
+from simhash_spark.core.sketch_bands import NO_KEY, stored_keys
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
@@ -52,13 +60,18 @@ _TYPES = {
     C.TEXT: pa.string(),
     C.TITLE: pa.string(),
     C.RUN_DATE: pa.string(),
+    C.CHECK_SUMMARY: pa.binary(),
 }
 QUERY = "_query"  # the position of the fingerprint a batch key belongs to
 
 
-def batch_keys(fingerprints: np.ndarray, layout: IndexLayout) -> pd.DataFrame:
+def batch_keys(
+    fingerprints: np.ndarray, layout: IndexLayout, sketches: Sequence[bytes | None] | None = None
+) -> pd.DataFrame:
     """One row per (fingerprint, table): ``part``, ``band``, ``band_key``, ``fingerprint`` and ``_query``
-    (the fingerprint's position); the keys ``transforms.index_rows.index_keys`` gives the same rows."""
+    (the fingerprint's position); with ``layout.sketch_bands``, also one per sketch band in which the
+    ``sketches`` (one per fingerprint, None for none) have a key. The keys
+    ``transforms.index_rows.index_keys`` gives the same rows."""
     fps = np.asarray(fingerprints, dtype=np.int64)
     unsigned = fps.view(np.uint64)
     frames = []
@@ -66,22 +79,42 @@ def batch_keys(fingerprints: np.ndarray, layout: IndexLayout) -> pd.DataFrame:
         prefix = np.zeros(len(fps), dtype=np.int64)
         for pos in positions:
             prefix = (prefix << 1) | ((unsigned >> np.uint64(pos)) & np.uint64(1)).astype(np.int64)
-        frames.append(
-            pd.DataFrame(
-                {
-                    C.PART: (band << layout.prefix_bits) | prefix,
-                    C.BAND: band,
-                    C.KEY: fps & np.int64(mask),
-                    C.FINGERPRINT: fps,
-                    QUERY: np.arange(len(fps)),
-                }
-            )
-        )
+        frames.append(_key_frame((band << layout.prefix_bits) | prefix, band, fps & np.int64(mask), fps))
+    if layout.sketch_bands:
+        if sketches is None or len(sketches) != len(fps):
+            raise ValueError("an index with sketch tables needs one sketch (or None) per fingerprint")
+        frames += _sketch_frames(fps, stored_keys(sketches).astype(np.int64), layout)
     if not frames:
         return pd.DataFrame(
             {c: pd.Series(dtype=np.int64) for c in (C.PART, C.BAND, C.KEY, C.FINGERPRINT, QUERY)}
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def _key_frame(
+    parts: np.ndarray, band: int, keys: np.ndarray, fps: np.ndarray, queries: np.ndarray | None = None
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            C.PART: parts,
+            C.BAND: band,
+            C.KEY: keys,
+            C.FINGERPRINT: fps,
+            QUERY: np.arange(len(fps)) if queries is None else queries,
+        }
+    )
+
+
+def _sketch_frames(fps: np.ndarray, keys: np.ndarray, layout: IndexLayout) -> list[pd.DataFrame]:
+    """``batch_keys``' rows of the sketch tables: ``keys`` (n, BANDS), ``NO_KEY`` where none."""
+    frames = []
+    for band in range(keys.shape[1]):
+        table = layout.first_sketch_table + band
+        has = np.flatnonzero(keys[:, band] != NO_KEY)
+        key = keys[has, band]
+        part = sketch_key_part(table, key, layout.prefix_bits)
+        frames.append(_key_frame(np.asarray(part, dtype=np.int64), table, key, fps[has], has))
+    return frames
 
 
 def key_rows(
@@ -184,10 +217,12 @@ def touched_entries(
     run_date: str,
     fingerprints: np.ndarray,
     k: int,
+    sketches: Sequence[bytes | None] | None = None,
 ) -> Touched:
     """The entries of run dates before ``run_date`` within ``k`` bits of one of ``fingerprints`` on a
-    shared table key (``transforms.index_rows.touched_entries``)."""
-    keys = batch_keys(fingerprints, layout)
+    shared table key, or sharing a sketch band key with one of ``sketches`` when the index has sketch
+    tables (``transforms.index_rows.touched_entries``)."""
+    keys = batch_keys(fingerprints, layout, sketches)
     needed = {int(p): set(map(int, g)) for p, g in keys.groupby(C.PART)[C.KEY]}
     key_dirs = store.partition_dirs(snapshots, "keys", set(needed))
     with ThreadPoolExecutor(_READERS) as pool:  # pyarrow reads without the GIL
@@ -203,7 +238,9 @@ def touched_entries(
     ).to_pandas()
     probes = keys[[C.BAND, C.KEY, C.FINGERPRINT]].drop_duplicates().rename(columns={C.FINGERPRINT: "_b"})
     joined = rows.merge(probes, on=[C.BAND, C.KEY], how="inner")
-    near = joined[popcount(joined[C.FINGERPRINT].to_numpy(np.int64) ^ joined["_b"].to_numpy(np.int64)) <= k]
+    within = popcount(joined[C.FINGERPRINT].to_numpy(np.int64) ^ joined["_b"].to_numpy(np.int64)) <= k
+    sketch_table = joined[C.BAND].to_numpy() >= layout.first_sketch_table
+    near = joined[within | sketch_table] if layout.sketch_bands else joined[within]
     found = near.drop_duplicates(C.ID)
     buckets = {doc_bucket(int(fp), layout.doc_bits) for fp in found[C.FINGERPRINT]}
     doc_dirs = store.partition_dirs(snapshots, "docs", buckets) if buckets else []
@@ -212,11 +249,14 @@ def touched_entries(
         entries = pd.DataFrame({c: pd.Series(dtype=object) for c in ENTRY_COLUMNS})
     else:
         table = dataset.to_table(
-            columns=list(ENTRY_COLUMNS), filter=_id_filter(dataset, found[C.ID].tolist(), run_date)
+            columns=list(stored_entry_columns(layout)),
+            filter=_id_filter(dataset, found[C.ID].tolist(), run_date),
         )
         # an id stored under two run dates (an index written before ids were kept once) is its earliest
         ordered = table.sort_by([(C.ID, "ascending"), (C.RUN_DATE, "ascending")])
         entries = ordered.to_pandas(integer_object_nulls=True).drop_duplicates(C.ID, ignore_index=True)
+        if C.CHECK_SUMMARY not in entries.columns:
+            entries[C.CHECK_SUMMARY] = None
     return Touched(entries, len(needed), len(key_dirs), sum(n for _, n in read), len(doc_dirs))
 
 
@@ -234,7 +274,8 @@ def write_snapshot_files(
         return written
     schema = {**_TYPES, C.ID: ID_TYPES[id_type]}
     fps = entries[C.FINGERPRINT].to_numpy(np.int64)
-    keys = batch_keys(fps, layout)
+    sketches = _sketches(entries[C.CHECK_SUMMARY]) if layout.sketch_bands else None
+    keys = batch_keys(fps, layout, sketches)
     rows = keys[QUERY].to_numpy()
     for column in (C.ID, C.N_CHARS, C.RUN_DATE):
         keys[column] = entries[column].to_numpy()[rows]
@@ -247,9 +288,13 @@ def write_snapshot_files(
     for bucket in np.unique(buckets):
         ordered = entries[buckets == bucket].sort_values(C.ID, kind="stable")
         name = f"docs/{C.BUCKET}={int(bucket)}"
-        _write(files, f"{folder}/{name}", ordered, ENTRY_COLUMNS, schema, None)
+        _write(files, f"{folder}/{name}", ordered, stored_entry_columns(layout), schema, None)
         written[name] = len(ordered)
     return written
+
+
+def _sketches(values: pd.Series) -> list[bytes | None]:
+    return [bytes(v) if isinstance(v, bytes | bytearray) else None for v in values.tolist()]
 
 
 def _write(

@@ -55,7 +55,7 @@ from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAler
 from simhash_spark.faults import maybe_pause
 from simhash_spark.index import local_files
 from simhash_spark.index.snapshots import (
-    ENTRY_COLUMNS,
+    as_entries,
     empty_entries,
     entry_schema,
     read_folders,
@@ -98,7 +98,7 @@ def _signature(cfg: Config) -> dict[str, Any]:
 
 
 def new_layout(cfg: Config) -> IndexLayout:
-    layout, _ = choose_layout(
+    chosen, _ = choose_layout(
         scheme=cfg.index.scheme if cfg.index.scheme != "auto" else cfg.bands.scheme,
         k=cfg.policy.largest,
         min_recall=cfg.bands.min_recall,
@@ -106,7 +106,7 @@ def new_layout(cfg: Config) -> IndexLayout:
         partitions=cfg.index.partitions,
         doc_buckets=cfg.index.doc_buckets,
     )
-    return layout
+    return dataclasses.replace(chosen, sketch_bands=cfg.match.sketch_bands)
 
 
 def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
@@ -124,6 +124,14 @@ def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
             f"index {path}: its tables find pairs up to {manifest.layout.max_distance} bits, this run "
             f"asks for {cfg.policy.largest} (match.max_distance / match.length_steps); --rebuild-index "
             "rebuilds the tables"
+        )
+    if cfg.match.sketch_bands != manifest.layout.sketch_bands:
+        held = "holds" if manifest.layout.sketch_bands else "holds no"
+        return (
+            f"index {path} {held} sketch band tables and this run has match.sketch_bands = "
+            f"{str(cfg.match.sketch_bands).lower()}: the setting is fixed for an index's life (its entries "
+            "must be found the way the batch's are). Use the index's setting, or --rebuild-index to rebuild "
+            "its tables with this run's"
         )
     return None
 
@@ -222,9 +230,13 @@ class IndexSession:
     def _read(self, dirs: list[str], columns: list[str]) -> DataFrame | None:
         return self.visible(read_folders(self.spark, dirs)).select(*columns) if dirs else None
 
+    def _read_entries(self, dirs: list[str]) -> DataFrame | None:
+        """The ``ENTRY_COLUMNS`` of the docs/ rows in ``dirs`` this run sees."""
+        return as_entries(self.visible(read_folders(self.spark, dirs)), self.layout) if dirs else None
+
     def read_entries(self, buckets: set[int] | None) -> DataFrame | None:
         """Stored documents (``ENTRY_COLUMNS``) this run sees, of the given buckets (None: all)."""
-        return self._read(self.store.partition_dirs(self.snapshots, "docs", buckets), list(ENTRY_COLUMNS))
+        return self._read_entries(self.store.partition_dirs(self.snapshots, "docs", buckets))
 
     def _entry_counts(self) -> tuple[int, int]:
         """(entries, key rows) of the snapshots this run reads."""
@@ -251,22 +263,32 @@ class IndexSession:
             return None, 0, 0
         ikeys = ctx.persist(ikeys)
         key_rows_read = ikeys.count()
-        found = ctx.persist(touched_entries(bkeys, ikeys, max_distance=k))
+        sketch_from = self.layout.first_sketch_table if self.layout.sketch_bands else None
+        found = ctx.persist(touched_entries(bkeys, ikeys, max_distance=k, first_sketch_table=sketch_from))
         bucket = doc_bucket(F.col(C.FINGERPRINT), self.layout.doc_bits).alias("b")
         buckets = {int(r["b"]) for r in found.select(bucket).distinct().collect()}
         doc_dirs = self.store.partition_dirs(self.snapshots, "docs", buckets) if buckets else []
-        docs = self._read(doc_dirs, list(ENTRY_COLUMNS))
+        docs = self._read_entries(doc_dirs)
         if docs is None:
             return None, key_rows_read, 0
         touched = earliest_entries(docs.join(found.select(C.ID), on=C.ID, how="left_semi"))
         return touched, key_rows_read, len(doc_dirs)
 
-    def lookup(self, fps: DataFrame, k: int, ctx: RunContext, held: HeldBatch | None = None) -> Lookup:
+    def lookup(
+        self,
+        fps: DataFrame,
+        k: int,
+        ctx: RunContext,
+        held: HeldBatch | None = None,
+        summaries: DataFrame | None = None,
+    ) -> Lookup:
         """Find the index entries the batch touches, reading only the key partitions its keys fall in.
 
         In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them; ``held``: the same
         batch on the driver, when it was fingerprinted there. Such a batch is looked up on the driver
-        (``index.local_files``, no Spark job) when the index is on a path the driver opens."""
+        (``index.local_files``, no Spark job) when the index is on a path the driver opens. With sketch
+        tables, ``summaries`` (``id``, ``check_summary``) or ``held``'s ``check_summary`` are the batch's
+        sketches."""
         id_type = dict(fps.dtypes)[C.ID]
         if self.base.id_type and self.base.id_type != id_type:
             raise FingerprintIndexError(
@@ -278,6 +300,10 @@ class IndexSession:
         batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
             C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(self.run_date).alias(C.RUN_DATE)
         )
+        if self.layout.sketch_bands:
+            if summaries is None:
+                raise ValueError("an index with sketch tables is looked up with the batch's sketches")
+            batch = batch.join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
         bkeys = ctx.persist(index_keys(batch, layout=self.layout))
         parts = {int(r[C.PART]) for r in bkeys.select(C.PART).distinct().collect()}
         key_dirs = self.store.partition_dirs(self.snapshots, "keys", parts)
@@ -309,8 +335,9 @@ class IndexSession:
             known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
             linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
             fingerprints = linked[C.FINGERPRINT].to_numpy()
+            sketches = _held_sketches(linked) if self.layout.sketch_bands else None
             found = local_files.touched_entries(
-                files, store, self.snapshots, self.layout, self.run_date, fingerprints, k
+                files, store, self.snapshots, self.layout, self.run_date, fingerprints, k, sketches
             )
         if known:
             fps = mark_already_indexed(
@@ -362,7 +389,7 @@ class IndexSession:
         fresh = None
         if dirs:
             stored = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
-            fresh = refingerprint(stored.select(*ENTRY_COLUMNS), cfg).persist(StorageLevel.MEMORY_AND_DISK)
+            fresh = refingerprint(as_entries(stored, old.layout), cfg).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             snapshots = [self._rebuilt(layout, fresh, runs) for runs in groups]
         finally:
@@ -470,6 +497,12 @@ class IndexSession:
         """After a failure: release the lease; the snapshot folder a failed run wrote is listed by no
         manifest and is removed by a later run's cleanup."""
         self.lease.release()
+
+
+def _held_sketches(keyed: pd.DataFrame) -> list[bytes | None]:
+    if C.CHECK_SUMMARY not in keyed.columns:
+        raise ValueError("an index with sketch tables is looked up with the batch's sketches")
+    return [bytes(v) if isinstance(v, bytes | bytearray) else None for v in keyed[C.CHECK_SUMMARY].tolist()]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot
+from simhash_spark.core.fingerprint import check_filter
+from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot, stored_entry_columns
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import literal
 from simhash_spark.transforms.classic import spark_context
@@ -51,16 +52,27 @@ def read_folders(spark: SparkSession, folders: list[str]) -> DataFrame:
 def entry_schema(id_type: str) -> str:
     return (
         f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
-        f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string"
+        f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string, {C.CHECK_SUMMARY} binary"
     )
+
+
+def as_entries(stored: DataFrame, layout: IndexLayout) -> DataFrame:
+    """docs/ rows of an index of ``layout`` as ``ENTRY_COLUMNS``: an index without sketch tables stores
+    no sketches (a null ``check_summary``)."""
+    if layout.sketch_bands:
+        return stored.select(*ENTRY_COLUMNS)
+    return stored.select(*ENTRY_COLUMNS[:-1], F.lit(None).cast("binary").alias(C.CHECK_SUMMARY))
 
 
 def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
     return spark.createDataFrame([], entry_schema(id_type or "string"))
 
 
-def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFrame:
-    """The batch documents the index takes: fingerprinted, not already indexed. Out: ``ENTRY_COLUMNS``."""
+def entries_of_batch(
+    fps: DataFrame, docs: DataFrame, run_date: str, summaries: DataFrame | None = None
+) -> DataFrame:
+    """The batch documents the index takes: fingerprinted, not already indexed, with their sketches from
+    ``summaries`` (``id``, ``check_summary``) where given. Out: ``ENTRY_COLUMNS``."""
     keep = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
         C.ID,
         C.FINGERPRINT,
@@ -71,20 +83,31 @@ def entries_of_batch(fps: DataFrame, docs: DataFrame, run_date: str) -> DataFram
     )
     title = F.col(C.TITLE) if C.TITLE in docs.columns else F.lit(None).cast("string")
     texts = docs.select(C.ID, C.TEXT, title.alias(C.TITLE))
-    return keep.join(texts, on=C.ID, how="inner").select(
-        *ENTRY_COLUMNS[:-1], F.lit(run_date).alias(C.RUN_DATE)
-    )
+    entries = keep.join(texts, on=C.ID, how="inner").withColumn(C.RUN_DATE, F.lit(run_date))
+    if summaries is None:
+        return entries.select(*ENTRY_COLUMNS[:-1], F.lit(None).cast("binary").alias(C.CHECK_SUMMARY))
+    return entries.join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left").select(*ENTRY_COLUMNS)
 
 
 def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
-    """Stored entries (``ENTRY_COLUMNS``) with fingerprints recomputed by ``cfg``'s model."""
+    """Stored entries (``ENTRY_COLUMNS``) with fingerprints (and with ``match.sketch_bands``, sketches)
+    recomputed by ``cfg``'s model."""
     extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
-    fps = add_fingerprints(entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra)
+    check = check_filter(cfg.model, cfg.verify) if cfg.match.sketch_bands else None
+    fps = add_fingerprints(
+        entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra, check=check
+    )
     if cfg.input.title_column:
         fps = add_title_fingerprints(fps, model=cfg.title_model)
     title_fp = F.col(C.TITLE_FINGERPRINT) if cfg.input.title_column else F.lit(None).cast("bigint")
+    sketch = F.col(C.CHECK_SUMMARY) if check is not None else F.lit(None).cast("binary")
     fresh = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-        C.ID, C.FINGERPRINT, C.N_CHARS, title_fp.alias(C.TITLE_FINGERPRINT), C.RUN_DATE
+        C.ID,
+        C.FINGERPRINT,
+        C.N_CHARS,
+        title_fp.alias(C.TITLE_FINGERPRINT),
+        C.RUN_DATE,
+        sketch.alias(C.CHECK_SUMMARY),
     )
     return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
 
@@ -97,8 +120,12 @@ def write_snapshot(
     entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         base = store.snapshot_dir(snapshot)
-        keys = index_keys(entries.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE), layout=layout)
-        docs = entries.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
+        keyed = [C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE] + (
+            [C.CHECK_SUMMARY] if layout.sketch_bands else []
+        )
+        keys = index_keys(entries.select(*keyed), layout=layout)
+        stored = entries.select(*stored_entry_columns(layout))
+        docs = stored.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
         # rows per folder, for the contents record (small aggregations of the persisted entries)
         rows = {f"docs/{C.BUCKET}={r[0]}": int(r[1]) for r in docs.groupBy(C.BUCKET).count().collect()}
         if rows:

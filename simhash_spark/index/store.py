@@ -313,7 +313,9 @@ def describe(manifest: Manifest) -> dict[str, Any]:
             "max_distance": manifest.layout.max_distance,
             "key_partitions_per_snapshot": manifest.layout.n_parts(),
             "doc_buckets": 1 << manifest.layout.doc_bits,
+            "sketch_bands": manifest.layout.sketch_bands,
         },
+        "format": manifest.layout.format if manifest.format != 1 else 1,
         "id_type": manifest.id_type,
         "model": manifest.model,
         "recent_runs": [

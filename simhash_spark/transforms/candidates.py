@@ -259,6 +259,12 @@ def _sketch_keys_udf() -> Any:
     return keys
 
 
+def sketch_keys_column(sketches: Column) -> Column:
+    """Per document, its key per sketch band (``core.sketch_bands.stored_keys``; ``NO_KEY`` where it has
+    none), as an array of LONG."""
+    return _sketch_keys_udf()(sketches)
+
+
 def sketch_key_rows(reps: DataFrame, summaries: DataFrame) -> DataFrame:
     """One row per (representative, sketch band in which it has a key).
 
@@ -266,7 +272,7 @@ def sketch_key_rows(reps: DataFrame, summaries: DataFrame) -> DataFrame:
     Out: ``band``, ``band_key``, ``id``, ``fingerprint``."""
     keyed = reps.select(C.ID, C.FINGERPRINT).join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID)
     exploded = keyed.select(
-        C.ID, C.FINGERPRINT, F.posexplode(_sketch_keys_udf()(F.col(C.CHECK_SUMMARY))).alias(C.BAND, C.KEY)
+        C.ID, C.FINGERPRINT, F.posexplode(sketch_keys_column(F.col(C.CHECK_SUMMARY))).alias(C.BAND, C.KEY)
     )
     return exploded.where(F.col(C.KEY) != NO_KEY).select(C.BAND, C.KEY, C.ID, C.FINGERPRINT)
 
