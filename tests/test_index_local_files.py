@@ -176,7 +176,9 @@ def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id
     # or, with sketch tables, sharing a sketch band with one
     linked = [
         (int(f), sk)
-        for i, f, s, sk in zip(batch[C.ID], batch[C.FINGERPRINT], batch[C.STATUS], batch[C.CHECK_SUMMARY])
+        for i, f, s, sk in zip(
+            batch[C.ID], batch[C.FINGERPRINT], batch[C.STATUS], batch[C.CHECK_SUMMARY], strict=True
+        )
         if s == "ok" and i not in set(resent[:4])
     ]
 
