@@ -5,10 +5,12 @@ Layout on storage (``INDEX/``)::
 
     _manifest/v00000001.json ...            one file per committed version; the highest one is current
     snapshots/<snapshot>/keys/part=<P>/     one row per (document, table): band, band_key, id, fingerprint,
-                                            n_chars, run_date; P = band << prefix_bits | key prefix
+                                            n_chars, run_date; P = band << prefix_bits | key prefix;
+                                            with sketch tables (format 3) the tables after the
+                                            fingerprint's hold sketch band keys (``sketch_key_part``)
     snapshots/<snapshot>/docs/bucket=<B>/   one row per document: id, fingerprint, n_chars,
-                                            title_fingerprint, text, title_text, run_date; B = top bits of
-                                            the fingerprint
+                                            title_fingerprint, text, title_text, run_date (format 3:
+                                            check_summary, the sketch); B = top bits of the fingerprint
 
     snapshots/<snapshot>/_contents.json     what the snapshot holds: per folder its row count and its files
                                             with their sizes; the manifest records this file's SHA-256
