@@ -67,7 +67,8 @@ class InputConfig:
 class MatchConfig:
     max_distance: int = 12
     length_steps: tuple[tuple[int, int], ...] = ()
-    sketch_bands: bool = False
+    # "auto" | "true" | "false" (TOML booleans are read as "true"/"false"); Config.sketch_bands is the answer
+    sketch_bands: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,18 @@ class Config:
             dataclasses.replace(self.fingerprint, min_chars=self.title.min_chars),
         )
 
+    @property
+    def sketch_bands(self) -> bool:
+        """Whether pairs whose sketches share a band are candidates (``match.sketch_bands``): "auto" is on
+        wherever the sketch filter's sketches are the check's n-grams (``sketch_bands_problem``). A run
+        turns "auto" into its index's setting, and off through Spark Connect (``with_sketch_bands``)."""
+        setting = self.match.sketch_bands
+        return setting == "true" or (setting == "auto" and sketch_bands_problem(self) is None)
+
+    def with_sketch_bands(self, on: bool) -> Config:
+        """This config with ``match.sketch_bands`` decided: what a run that resolved "auto" uses."""
+        return self.replace(match=dataclasses.replace(self.match, sketch_bands=str(on).lower()))
+
     @functools.cached_property
     def policy(self) -> ThresholdPolicy:
         return ThresholdPolicy(self.match.max_distance, self.match.length_steps)
@@ -244,6 +257,9 @@ def _variants(value: Any) -> str | None:
             return "needs the opencc package (pip install opencc)"
     return None
 
+
+# keys that take "auto" or a boolean, held as "auto" / "true" / "false"
+_AUTO_OR_BOOL = frozenset({"match.sketch_bands"})
 
 _RULES: dict[str, Callable[[Any], str | None]] = {
     "input.id_column": _identifier,
@@ -326,6 +342,12 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
 def _coerce(key: str, value: Any, typ: Any) -> Any:
     """Check ``value`` against the field's annotation; TOML arrays become tuples."""
     origin = typing.get_origin(typ)
+    if key in _AUTO_OR_BOOL:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if value in ("auto", "true", "false"):
+            return value
+        raise ConfigError(f'{key}: expected "auto", true or false, got {value!r}')
     if typ is bool:
         if isinstance(value, bool):
             return value
@@ -395,18 +417,48 @@ def _check_scheme(key: str, spec: str, k: int, what: str) -> None:
     )
 
 
-def _check_sketch_bands(cfg: Config) -> None:
-    """The sketch bands are the sketch filter's sketches, and only the text check accepts their pairs."""
+def sketch_bands_problem(cfg: Config) -> str | None:
+    """Why the sketch bands cannot apply with this configuration, or ``None``: they band the sketch
+    filter's sketches, and only the text check accepts their pairs."""
     from simhash_spark.core.fingerprint import check_filter_problem
 
     problem = check_filter_problem(cfg.model, cfg.verify)
     if problem is not None:
-        raise ConfigError(f"match.sketch_bands: {problem} (or set match.sketch_bands = false)")
+        return problem
     if cfg.verify.prefix_filter or not cfg.verify.sketch_filter:
-        raise ConfigError(
-            "match.sketch_bands: needs the sketches of verify.sketch_filter = true, which "
-            "verify.prefix_filter = true replaces (or set match.sketch_bands = false)"
+        return "needs the sketches of verify.sketch_filter = true, which verify.prefix_filter = true replaces"
+    return None
+
+
+def index_sketch_bands_problem(cfg: Config, held: bool, index: str) -> str | None:
+    """Why this configuration cannot use ``index``, which ``held`` sketch band tables or not, or ``None``.
+    The setting is fixed for an index's life (its entries must be found the way the batch's are):
+    "auto" takes the index's, an explicit setting must be it."""
+    if cfg.match.sketch_bands == "auto":
+        problem = sketch_bands_problem(cfg) if held else None
+        if problem is None:
+            return None
+        return (
+            f"{index} holds sketch band tables (match.sketch_bands) and this configuration cannot compute "
+            f"the sketches: {problem}. Use the index's settings, or --rebuild-index to rebuild its tables "
+            "without them"
         )
+    if cfg.sketch_bands == held:
+        return None
+    holds = "holds" if held else "holds no"
+    return (
+        f"{index} {holds} sketch band tables and this run has match.sketch_bands = "
+        f"{cfg.match.sketch_bands}: the setting is fixed for an index's life (its entries must be found "
+        "the way the batch's are). Use the index's setting or \"auto\", or --rebuild-index to rebuild its "
+        "tables with this run's"
+    )
+
+
+def _check_sketch_bands(cfg: Config) -> None:
+    """An explicit ``match.sketch_bands = true`` must be able to apply ("auto" turns itself off)."""
+    problem = sketch_bands_problem(cfg)
+    if problem is not None:
+        raise ConfigError(f'match.sketch_bands: {problem} (or set match.sketch_bands = "auto" or false)')
 
 
 def _check_cross_fields(cfg: Config) -> None:
@@ -415,7 +467,7 @@ def _check_cross_fields(cfg: Config) -> None:
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
     if cfg.index.scheme != "auto":
         _check_scheme("index.scheme", cfg.index.scheme, k, what)
-    if cfg.match.sketch_bands:
+    if cfg.match.sketch_bands == "true":
         _check_sketch_bands(cfg)
     if cfg.verify.prefix_filter:  # asked for; the sketch filter (on by default) applies only where it can
         from simhash_spark.core.fingerprint import check_filter_problem

@@ -153,7 +153,7 @@ def _fingerprint_on_driver(
     validate_ids(totals, raw, cfg, source=source)
     title_model = cfg.title_model if cfg.input.title_column else None
     # the sketch bands link on the sketches; the sketch filter alone has nothing to filter on the driver
-    check = check_filter(cfg.model, cfg.verify) if cfg.match.sketch_bands else None
+    check = check_filter(cfg.model, cfg.verify) if cfg.sketch_bands else None
     computed = local_fingerprints(
         local, model=cfg.model, title_model=title_model, processes=_driver_cores(spark), check=check
     )

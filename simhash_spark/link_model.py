@@ -48,7 +48,7 @@ class LinkParams:
             title_rule=title_rule,
             title_max_distance=cfg.title.max_distance,
             local_max_documents=cfg.cluster.local_max_documents,
-            sketch_bands=cfg.match.sketch_bands,
+            sketch_bands=cfg.sketch_bands,
         )
 
     def for_titles(self) -> LinkParams:

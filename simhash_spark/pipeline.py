@@ -86,16 +86,18 @@ def _sketches_to_store(index: IndexSession, fp_pass: Fingerprinted) -> DataFrame
     return fp_pass.summaries if index.layout.sketch_bands else None
 
 
-def _check_sketch_bands(spark: SparkSession, cfg: Config) -> None:
-    """``match.sketch_bands`` where it cannot apply fails the run before any work: a Spark Connect
-    session's fingerprint pass keeps no sketches."""
-    if not cfg.match.sketch_bands:
-        return
-    if spark_context(spark) is None:
-        raise ConfigError(
-            "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
-            "set match.sketch_bands = false"
-        )
+def for_session(spark: SparkSession, cfg: Config, index: IndexSession | None = None) -> Config:
+    """``cfg`` with ``match.sketch_bands`` decided for this run: "auto" is off through Spark Connect
+    (its fingerprint pass keeps no sketches; an explicit true is refused there before any work) and
+    takes the index's setting (``IndexSession.resolved``)."""
+    if spark_context(spark) is None and cfg.match.sketch_bands != "false":
+        if cfg.match.sketch_bands == "true":
+            raise ConfigError(
+                "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
+                'set match.sketch_bands = "auto" or false'
+            )
+        cfg = cfg.with_sketch_bands(False)
+    return index.resolved(cfg) if index is not None else cfg
 
 
 def dedup(
@@ -118,8 +120,7 @@ def dedup(
     ``cfg`` defaults to the packaged configuration; ``overrides`` changes keys of it, e.g.
     ``overrides={"match.max_distance": 10, "input.text_columns": ["title", "body"]}``.
     """
-    cfg = with_overrides(cfg or load_config(), overrides or {})
-    _check_sketch_bands(spark, cfg)
+    cfg = for_session(spark, with_overrides(cfg or load_config(), overrides or {}), index)
     bound_plan_strings(spark)
     ctx = ctx or RunContext()
     fp_pass = fingerprint_pass(spark, raw, cfg, ctx, source=source)
@@ -211,7 +212,7 @@ def run(
     source = f"table {input_table}" if input_table else str(input_path)
     tables = OutputTables.from_config(cfg, output_table_prefix, run_date)
     out_fs = FileSystem(spark, output)
-    _check_sketch_bands(spark, cfg)
+    cfg = for_session(spark, cfg)
     check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
     tables.check(spark, overwrite=cfg.output.overwrite)
     publisher = Publisher(
@@ -223,6 +224,7 @@ def run(
         if index_path:
             assert run_date is not None
             index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
+            cfg = index.resolved(cfg)
         raw, skipped = open_input(spark, path=input_path, table=input_table)
         ctx = RunContext(Progress(SparkProbe(spark), show=show_progress))
         summ = _compute_and_publish(

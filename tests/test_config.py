@@ -76,6 +76,8 @@ def test_frozen():
         ("index.retention_days=-1", "index.retention_days: must be 0..365000"),
         ("index.retention_days=100000000", "index.retention_days: must be 0..365000"),
         ("index.max_drop_fraction=1.5", "index.max_drop_fraction: must be between 0 and 1"),
+        ("match.sketch_bands=yes", 'match.sketch_bands: expected "auto", true or false'),
+        ("match.sketch_bands=1", 'match.sketch_bands: expected "auto", true or false'),
     ],
 )
 def test_bad_values_name_the_field(override, message):
@@ -134,12 +136,44 @@ def test_parse_override_plain_string_fallback():
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "setting", "on"),
+    [
+        ([], "auto", True),
+        (["match.sketch_bands=true"], "true", True),
+        (["match.sketch_bands=false"], "false", False),
+        (['match.sketch_bands="auto"'], "auto", True),
+        # "auto" turns itself off where the sketches are not the check's n-grams, without an error
+        (["verify.measure=edit"], "auto", False),
+        (["features.mode=tfidf"], "auto", False),
+        (["verify.prefix_filter=true"], "auto", False),
+        (["verify.sketch_filter=false"], "auto", False),
+    ],
+)
+def test_sketch_bands_are_on_by_default_wherever_they_can_apply(overrides, setting, on):
+    cfg = load_config(overrides=overrides)
+    assert (cfg.match.sketch_bands, cfg.sketch_bands) == (setting, on)
+    assert cfg.with_sketch_bands(not on).sketch_bands is not on
+    assert cfg.to_dict()["match"]["sketch_bands"] == setting
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["verify.measure=edit", "features.mode=tfidf", "verify.prefix_filter=true", "verify.sketch_filter=false"],
+)
+def test_sketch_bands_asked_for_where_they_cannot_apply_name_the_reason(override):
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=["match.sketch_bands=true", override])
+    assert str(e.value).startswith("match.sketch_bands: needs")
+
+
 def test_original_recipe_config():
     from simhash_spark.config import DEFAULT_CONFIG_PATH
 
     cfg = load_config(DEFAULT_CONFIG_PATH.parent / "original.toml")
     assert (cfg.features.mode, cfg.features.top_k, cfg.fingerprint.hash) == ("tfidf", 50, "md5_64")
     assert (cfg.match.max_distance, cfg.bands.scheme, cfg.verify.measure) == (3, "4x16", "none")
+    assert not cfg.sketch_bands  # no text check to decide their pairs
 
 
 def test_presets_are_named_or_given_as_files(tmp_path):

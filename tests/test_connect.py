@@ -70,7 +70,9 @@ def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server,
     corpus = tmp_path / "corpus.parquet"
     write_corpus(corpus, n_docs=100, seed=13)
     local = tmp_path / "local"
-    assert main(["dedup", "--input", str(corpus), "--output", str(local), *settings]) == 0
+    # through Connect "auto" runs without the sketch bands (no sketches kept): the local run likewise
+    no_sketch_bands = ["--set", "match.sketch_bands=false"]
+    assert main(["dedup", "--input", str(corpus), "--output", str(local), *settings, *no_sketch_bands]) == 0
     remote = tmp_path / "remote"
     proc = subprocess.run(
         [
@@ -92,6 +94,7 @@ def test_pipeline_through_spark_connect_equals_local_mode(spark, connect_server,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (remote / "_SUCCESS").exists()
+    assert json.loads((remote / "summary.json").read_text())["config"]["match"]["sketch_bands"] == "false"
     if settings:  # Connect cannot broadcast: the shuffled band join
         joins = [json.loads((out / "summary.json").read_text())["bands"]["join"] for out in (local, remote)]
         assert joins == ["in_task", "shuffled"]

@@ -124,13 +124,16 @@ def check_consistency(spark, tmp: Path, n_docs: int, n_batches: int, settings: l
     return checked
 
 
+SKETCH_BANDS = ["--set", "match.sketch_bands=true"]
+NO_SKETCH_BANDS = ["--set", "match.sketch_bands=false"]
+
+
 @pytest.mark.heavy
 def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_path):
-    checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=EXACT)
-    assert checked["matched"] > 10 and checked["pairs"] > 20
-
-
-SKETCH_BANDS = ["--set", "match.sketch_bands=true"]
+    """Without the sketch bands (an index of format 2): pairs within k only."""
+    checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=[*EXACT, *NO_SKETCH_BANDS])
+    assert checked["matched"] > 10 and checked["pairs"] > 20 and checked["beyond_k"] == 0
+    assert manifest(tmp_path / "index")["format"] == 2
 
 
 @pytest.mark.parametrize(
@@ -141,7 +144,7 @@ def test_with_sketch_bands_incremental_runs_flag_and_pair_what_a_full_run_does(s
     share a sketch band with it beyond k, and pairs them as a full run over everything does — on the
     driver (small batches, pyarrow) and in Spark."""
     on_spark = ["--set", "cluster.local_max_documents=0"] if where == "spark" else []
-    settings = [*EXACT, *SKETCH_BANDS, *on_spark]
+    settings = [*EXACT, *on_spark]  # match.sketch_bands = "auto": on for a new index
     checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=settings)
     assert checked["matched"] > 10 and checked["beyond_k"] > 0
     summary = json.loads((tmp_path / "inc2" / "summary.json").read_text())
@@ -311,7 +314,8 @@ def test_a_resent_id_with_another_text_is_linked_once_with_the_indexed_text(tmp_
         pq.write_table(pa.table({**columns, "title": [title, title]}), tmp_path / f"day{day}.parquet")
     # the pair is 7 bits apart: an exact design for k = 8 keeps the index to 9 tables
     exact_k8 = ["--set", "match.max_distance=8", "--set", "bands.scheme=blocks:9"]
-    settings = [*exact_k8, *SMALL_INDEX, "--set", "input.title_column=title"]
+    # the prefix filter replaces the sketches the sketch bands need: an index without them serves both
+    settings = [*exact_k8, *SMALL_INDEX, *NO_SKETCH_BANDS, "--set", "input.title_column=title"]
     assert (
         incremental(
             tmp_path / "day0.parquet", tmp_path / "out0", tmp_path / "index", DATES[0], settings=settings
@@ -486,7 +490,8 @@ def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_
     pq.write_table(big, tmp_path / "big.parquet")
     pq.write_table(small, tmp_path / "small.parquet")
     idx = tmp_path / "index"
-    k3 = ["--set", "match.max_distance=3", "--set", "bands.scheme=4x16"]
+    # the fingerprint's tables only (the sketch tables' partitions: tests/test_index_local_files.py)
+    k3 = ["--set", "match.max_distance=3", "--set", "bands.scheme=4x16", *NO_SKETCH_BANDS]
     assert (
         main(
             [
@@ -717,13 +722,14 @@ def _cross_pairs(spark, out: Path, new_ids: set) -> dict:
 def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setting(spark, tmp_path, capsys):
     """With ``match.sketch_bands`` the index keeps sketch band tables: ``check`` finds the indexed
     documents the job paired beyond k, compaction carries the tables, and the setting is the index's for
-    its life (a run or check without it is refused; ``--rebuild-index`` changes it)."""
+    its life ("auto" takes it, another explicit setting is refused; ``--rebuild-index`` changes it)."""
     sketched = [*EXACT, *SKETCH_BANDS]
+    plain_settings = [*EXACT, *NO_SKETCH_BANDS]
     batches = split_corpus(generate(150, seed=11), 3, tmp_path)
     idx = tmp_path / "index"
     assert incremental(batches[0], tmp_path / "d1", idx, DATES[0], settings=sketched) == 0
     shutil.copytree(idx, tmp_path / "index_day1")
-    assert incremental(batches[1], tmp_path / "d2", idx, DATES[1], settings=sketched) == 0
+    assert incremental(batches[1], tmp_path / "d2", idx, DATES[1]) == 0  # "auto": the index's setting
     day2 = pq.read_table(batches[1])
     paired = _cross_pairs(spark, tmp_path / "d2", set(day2.column("id").to_pylist()))
     assert any(d > 3 for pairs in paired.values() for _, d in pairs)  # beyond k = 3
@@ -732,7 +738,7 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
         assert {(m["id"], m["distance"]) for m in r["matches"]} == paired.get(i, set()), i
     # compaction carries the sketch tables: the check of day three's texts answers as before
     day3 = pq.read_table(batches[2])
-    before = _checked(idx, day3, sketched, capsys, tmp_path)
+    before = _checked(idx, day3, EXACT, capsys, tmp_path)
     assert any(m["distance"] > 3 for r in before.values() for m in r["matches"])
     assert main(["index", "compact", str(idx), "--keep-recent", "0", "--min-snapshots", "1", *sketched]) == 0
     assert len(manifest(idx)["snapshots"]) == 1 and manifest(idx)["format"] == 3
@@ -740,15 +746,22 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
     capsys.readouterr()
     assert main(["index", "verify", str(idx)]) == 0
     assert json.loads(capsys.readouterr().out)["ok"]
-    # the setting is the index's: refused without it, run and check
-    assert incremental(batches[2], tmp_path / "plain", idx, DATES[2]) == 2
+    # the setting is the index's: refused when set otherwise, run and check, or when "auto" cannot apply
+    assert incremental(batches[2], tmp_path / "plain", idx, DATES[2], settings=plain_settings) == 2
     assert "holds sketch band tables and this run has match.sketch_bands = false" in capsys.readouterr().err
-    assert main(["check", "--index", str(idx), *EXACT, "一句话"]) == 2
+    assert main(["check", "--index", str(idx), *plain_settings, "一句话"]) == 2
     assert "holds sketch band tables" in capsys.readouterr().err
-    # an index without them gains them by a rebuild, and then pairs as the sketched index did
+    edit = [*EXACT, "--set", "verify.measure=edit"]
+    assert incremental(batches[2], tmp_path / "edit", idx, DATES[2], settings=edit) == 2
+    assert "cannot compute the sketches: needs verify.measure" in capsys.readouterr().err
+    # an index without them stays so under "auto", refuses true, and gains them by a rebuild, then
+    # pairs as the sketched index did
     plain = tmp_path / "plain_index"
-    assert incremental(batches[0], tmp_path / "p1", plain, DATES[0]) == 0
+    assert incremental(batches[0], tmp_path / "p1", plain, DATES[0], settings=plain_settings) == 0
+    assert incremental(batches[1], tmp_path / "p2auto", plain, DATES[1]) == 0
     assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
+    summary = json.loads((tmp_path / "p2auto" / "summary.json").read_text())
+    assert summary["config"]["match"]["sketch_bands"] == "false" and "sketch_bands" not in summary
     assert incremental(batches[1], tmp_path / "p2", plain, DATES[1], settings=sketched) == 2
     assert "holds no sketch band tables" in capsys.readouterr().err
     args = ("--rebuild-index",)

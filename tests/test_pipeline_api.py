@@ -229,7 +229,8 @@ def test_length_steps_give_each_pair_the_k_of_its_shorter_document(spark):
     pdf = generate(120, seed=12).to_pandas()[["id", "text"]]
     df = spark.createDataFrame(pdf)
     steps = "match.length_steps=[[0, 4], [150, 9], [400, 13]]"
-    cfg = load_config(overrides=[steps, "bands.scheme=blocks:15"])
+    # k by length is the subject: no candidates beyond k from the sketch bands
+    cfg = load_config(overrides=[steps, "bands.scheme=blocks:15", "match.sketch_bands=false"])
     res = dedup(spark, df, cfg)
     assert res.stats["bands"]["max_distance"] == 13 and res.stats["bands"]["exact"]
     docs = res.documents.where("fingerprint is not null").select("id", "fingerprint").collect()

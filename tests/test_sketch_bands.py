@@ -316,3 +316,18 @@ def test_hot_bucket_forests_take_pairs_beyond_their_k_that_share_a_band(spark, w
     want = _partition(expected_pairs(pdf, cfg))
     assert {frozenset(g) for g in got.values()} == want
     res.unpersist()
+
+
+def test_through_spark_connect_auto_turns_them_off_and_true_is_refused(spark, monkeypatch):
+    """A Spark Connect session's fingerprint pass keeps no sketches: "auto" runs without the sketch
+    bands there, an explicit true fails before any work."""
+    from simhash_spark import pipeline
+    from simhash_spark.config import load_config
+    from simhash_spark.errors import ConfigError
+
+    assert pipeline.for_session(spark, load_config()).sketch_bands  # classic: on
+    monkeypatch.setattr(pipeline, "spark_context", lambda session: None)  # what a Connect session gives
+    resolved = pipeline.for_session(spark, load_config())
+    assert (resolved.match.sketch_bands, resolved.sketch_bands) == ("false", False)
+    with pytest.raises(ConfigError, match=r"match\.sketch_bands: not through Spark Connect"):
+        pipeline.for_session(spark, load_config(overrides=["match.sketch_bands=true"]))

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config
+from simhash_spark.config import Config, index_sketch_bands_problem
 from simhash_spark.core.fingerprint import FINGERPRINTED, FingerprintBatch, Fingerprinter, check_filter
 from simhash_spark.core.index_model import (
     IndexLayout,
@@ -52,7 +52,7 @@ def _table(files: ArrowFiles, dirs: list[str], columns: list[str], filt: Any) ->
 
 def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifest]:
     """The index, checked against the configuration: same body model, k within its tables, sketch band
-    tables iff ``match.sketch_bands`` (as a run against it needs)."""
+    tables as ``match.sketch_bands`` allows (as a run against it needs)."""
     files = ArrowFiles(index_path)
     store = IndexStore(files, files.root)
     manifest = store.manifest()
@@ -74,12 +74,9 @@ def _open(index_path: str, cfg: Config) -> tuple[ArrowFiles, IndexStore, Manifes
             f"configuration asks for {cfg.policy.largest} (match.max_distance / match.length_steps); use the "
             "index's k"
         )
-    if cfg.match.sketch_bands != manifest.layout.sketch_bands:
-        held = "holds" if manifest.layout.sketch_bands else "holds no"
-        raise FingerprintIndexError(
-            f"index {index_path} {held} sketch band tables and the configuration has match.sketch_bands = "
-            f"{str(cfg.match.sketch_bands).lower()}; use the index's setting"
-        )
+    problem = index_sketch_bands_problem(cfg, manifest.layout.sketch_bands, f"index {index_path}")
+    if problem is not None:
+        raise FingerprintIndexError(problem)
     return files, store, manifest
 
 

@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.config import Config
+from simhash_spark.config import Config, index_sketch_bands_problem
 from simhash_spark.context import RunContext
 from simhash_spark.core.index_model import (
     IndexLayout,
@@ -106,7 +106,7 @@ def new_layout(cfg: Config) -> IndexLayout:
         partitions=cfg.index.partitions,
         doc_buckets=cfg.index.doc_buckets,
     )
-    return dataclasses.replace(chosen, sketch_bands=cfg.match.sketch_bands)
+    return dataclasses.replace(chosen, sketch_bands=cfg.sketch_bands)
 
 
 def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
@@ -125,15 +125,7 @@ def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
             f"asks for {cfg.policy.largest} (match.max_distance / match.length_steps); --rebuild-index "
             "rebuilds the tables"
         )
-    if cfg.match.sketch_bands != manifest.layout.sketch_bands:
-        held = "holds" if manifest.layout.sketch_bands else "holds no"
-        return (
-            f"index {path} {held} sketch band tables and this run has match.sketch_bands = "
-            f"{str(cfg.match.sketch_bands).lower()}: the setting is fixed for an index's life (its entries "
-            "must be found the way the batch's are). Use the index's setting, or --rebuild-index to rebuild "
-            "its tables with this run's"
-        )
-    return None
+    return index_sketch_bands_problem(cfg, manifest.layout.sketch_bands, f"index {path}")
 
 
 @dataclass
@@ -212,6 +204,13 @@ class IndexSession:
     @property
     def layout(self) -> IndexLayout:
         return self.base.layout
+
+    def resolved(self, cfg: Config) -> Config:
+        """``cfg`` with ``match.sketch_bands`` as this run uses it: the index's setting (checked at open:
+        "auto" takes it), or the run's when it rebuilds the tables."""
+        return cfg.with_sketch_bands(
+            cfg.sketch_bands if self.rebuilt_from is not None else self.layout.sketch_bands
+        )
 
     @property
     def snapshots(self) -> list[Snapshot]:

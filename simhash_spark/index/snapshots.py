@@ -93,7 +93,7 @@ def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
     """Stored entries (``ENTRY_COLUMNS``) with fingerprints (and with ``match.sketch_bands``, sketches)
     recomputed by ``cfg``'s model."""
     extra = (C.RUN_DATE,) + ((C.TITLE,) if cfg.input.title_column else ())
-    check = check_filter(cfg.model, cfg.verify) if cfg.match.sketch_bands else None
+    check = check_filter(cfg.model, cfg.verify) if cfg.sketch_bands else None
     fps = add_fingerprints(
         entries.select(C.ID, C.TEXT, C.TITLE, C.RUN_DATE), model=cfg.model, extra=extra, check=check
     )
