@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from simhash_spark import columns as C
 from simhash_spark.core.features import MODES, SHINGLE_WEIGHTS, FeatureOptions
@@ -63,12 +63,15 @@ class InputConfig:
     allow_empty: bool = False
 
 
+# a setting a run decides ("auto") or the user does; TOML booleans are read as "true" / "false"
+AutoBool = Literal["auto", "true", "false"]
+
+
 @dataclass(frozen=True)
 class MatchConfig:
     max_distance: int = 12
     length_steps: tuple[tuple[int, int], ...] = ()
-    # "auto" | "true" | "false" (TOML booleans are read as "true"/"false"); Config.sketch_bands is the answer
-    sketch_bands: str = "auto"
+    sketch_bands: AutoBool = "auto"  # Config.sketch_bands is the answer
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ class Config:
             dataclasses.replace(self.fingerprint, min_chars=self.title.min_chars),
         )
 
-    @property
+    @functools.cached_property
     def sketch_bands(self) -> bool:
         """Whether pairs whose sketches share a band are candidates (``match.sketch_bands``): "auto" is on
         wherever the sketch filter's sketches are the check's n-grams (``sketch_bands_problem``). A run
@@ -186,7 +189,7 @@ class Config:
 
     def with_sketch_bands(self, on: bool) -> Config:
         """This config with ``match.sketch_bands`` decided: what a run that resolved "auto" uses."""
-        return self.replace(match=dataclasses.replace(self.match, sketch_bands=str(on).lower()))
+        return self.replace(match=dataclasses.replace(self.match, sketch_bands="true" if on else "false"))
 
     @functools.cached_property
     def policy(self) -> ThresholdPolicy:
@@ -257,9 +260,6 @@ def _variants(value: Any) -> str | None:
             return "needs the opencc package (pip install opencc)"
     return None
 
-
-# keys that take "auto" or a boolean, held as "auto" / "true" / "false"
-_AUTO_OR_BOOL = frozenset({"match.sketch_bands"})
 
 _RULES: dict[str, Callable[[Any], str | None]] = {
     "input.id_column": _identifier,
@@ -342,12 +342,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
 def _coerce(key: str, value: Any, typ: Any) -> Any:
     """Check ``value`` against the field's annotation; TOML arrays become tuples."""
     origin = typing.get_origin(typ)
-    if key in _AUTO_OR_BOOL:
-        if isinstance(value, bool):
-            return str(value).lower()
-        if value in ("auto", "true", "false"):
-            return value
-        raise ConfigError(f'{key}: expected "auto", true or false, got {value!r}')
+    if origin is Literal:
+        return _literal(key, value, typing.get_args(typ))
     if typ is bool:
         if isinstance(value, bool):
             return value
@@ -381,6 +377,16 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
     if isinstance(typ, types.UnionType):  # pragma: no cover - no optional fields today
         return value
     raise ConfigError(f"{key}: unsupported type {typ!r}")
+
+
+def _literal(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of ``choices``; where they include "true" and "false", a TOML boolean is read as them."""
+    if isinstance(value, bool) and str(value).lower() in choices:
+        return str(value).lower()
+    if value in choices:
+        return str(value)
+    shown = [c if c in ("true", "false") else f'"{c}"' for c in choices]
+    raise ConfigError(f"{key}: expected {', '.join(shown[:-1])} or {shown[-1]}, got {value!r}")
 
 
 def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
