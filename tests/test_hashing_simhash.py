@@ -125,6 +125,19 @@ def test_mix64_windows_equal_the_scalar_hash(text, n):
     ]
 
 
+def test_mix64_windows_of_a_text_longer_than_a_block_equal_the_scalar_hash():
+    """``ngram_hashes`` hashes a block of windows at a time: the windows on either side of each block's
+    edge (and the text's last ones) hash as the scalar function does."""
+    from simhash_spark.core import mix64 as m
+
+    rng = np.random.default_rng(8)
+    text = "".join(chr(c) for c in rng.integers(0x4E00, 0x4E00 + 3000, size=2 * m._BLOCK + 9))
+    got = m.ngram_hashes(m.codepoints(text), 5)
+    assert len(got) == len(text) - 4
+    for start in (0, m._BLOCK - 1, m._BLOCK, 2 * m._BLOCK - 1, 2 * m._BLOCK, len(got) - 1):
+        assert int(got[start]) == m.mix64(text[start : start + 5]), start
+
+
 def test_mix64_bits_are_balanced_and_distinct():
     """The bit vote needs every output bit set about half the time, independently of the input."""
     from simhash_spark.core.mix64 import codepoints, ngram_hashes
@@ -175,8 +188,26 @@ def test_set_bits_of_short_texts_are_centred_on_half():
     assert (bits <= 20).mean() < 0.01
 
 
+def test_bit_counts_agree_with_unpacked_bits_across_segment_and_chunk_edges():
+    """Bit counts are summed in byte lanes over segments of 255 features, shifted a chunk at a time:
+    documents of lengths around those edges, and runs of them crossing chunks, count every bit exactly."""
+    from simhash_spark.core import simhash
+
+    rng = np.random.default_rng(21)
+    edges = [1, 2, 254, 255, 256, 509, 510, 511, simhash._CHUNK - 1, simhash._CHUNK, simhash._CHUNK + 1]
+    counts = np.array(edges + rng.choice(edges, 40).tolist() + rng.integers(1, 3000, 200).tolist())
+    hashes = rng.integers(0, 2**64, int(counts.sum()), dtype=np.uint64)
+    hashes[: int(counts[:5].sum())] = np.uint64(2**64 - 1)  # every bit set: a byte reaches 255, no more
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    got = simhash._bit_counts(hashes, starts, counts)
+    bits = simhash._unpacked(hashes).astype(np.int64)
+    want = np.stack([bits[a : a + n].sum(axis=0) for a, n in zip(starts, counts, strict=True)])
+    assert (got == want).all()
+
+
 def test_a_document_of_more_features_than_a_counting_lane_holds_votes_exactly():
-    """Bit counts are summed in 16-bit lanes; past 65,535 features a lane would carry into the next bit."""
+    """Bit counts are summed in byte lanes, 255 features at a time; a document of 70,000 features (past
+    what a byte, or a 16-bit lane, would hold) votes as the reference does."""
     rng = np.random.default_rng(5)
     hashes = rng.integers(0, 2**63, 70_000, dtype=np.uint64) * np.uint64(2) | np.uint64(1)  # bit 0 always
     hashes &= ~np.uint64(1 << 16)  # bit 16 never

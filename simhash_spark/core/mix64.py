@@ -91,13 +91,34 @@ def mix64_many(texts: Sequence[str]) -> np.ndarray:
         return _fmix64(lengths.astype(np.uint64) * _G + sums)
 
 
+# Windows hashed at a time by ``ngram_hashes``: its arrays then stay in the core's cache through the ~15
+# passes over them, where whole-text arrays would go to memory and back on each.
+_BLOCK = 1 << 15
+
+
 def ngram_hashes(cps: np.ndarray, n: int) -> np.ndarray:
     """mix64 of every n-character window of the code points ``cps`` (uint64), in order: equal to
     ``[mix64(s[i:i+n]) for i in ...]`` for the string s they came from. Needs len(cps) >= n."""
     k = _multipliers(n)
     windows = len(cps) - n + 1
+    out = np.empty(windows, dtype=np.uint64)
+    term = np.empty(min(_BLOCK, windows), dtype=np.uint64)
+    shift = np.uint64(33)
     with np.errstate(over="ignore"):
-        h = np.full(windows, np.uint64(n) * _G, dtype=np.uint64)
-        for j in range(n):
-            h += cps[j : j + windows] * k[j]
-        return _fmix64(h)
+        length_term = np.uint64(n) * _G
+        for a in range(0, windows, _BLOCK):
+            b = min(windows, a + _BLOCK)
+            h, t = out[a:b], term[: b - a]
+            np.multiply(cps[a:b], k[0], out=h)
+            for j in range(1, n):
+                np.multiply(cps[a + j : b + j], k[j], out=t)
+                h += t
+            h += length_term
+            # _fmix64 in place
+            for c in (_C1, _C2):
+                np.right_shift(h, shift, out=t)
+                h ^= t
+                h *= c
+            np.right_shift(h, shift, out=t)
+            h ^= t
+    return out

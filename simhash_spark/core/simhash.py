@@ -29,18 +29,19 @@ def simhash_batch(hashes: np.ndarray, weights: np.ndarray, counts: Sequence[int]
     out = np.zeros(n_docs, dtype=np.uint64)
     if hashes.size == 0:
         return out
+    hashes = np.asarray(hashes, dtype=np.uint64)  # no copy when they are uint64 already
     nonempty = counts > 0
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
     if np.all(weights == weights[0]) and weights[0] > 0:
         # Equal weights (shingle features): a bit is set when more than half the features set it.
         # Integer counting gives the same bits as the float vote at a fraction of the memory traffic.
-        margin = 2 * _bit_counts(hashes.astype(np.uint64), starts, counts[nonempty]) - counts[nonempty, None]
+        margin = 2 * _bit_counts(hashes, starts, counts[nonempty]) - counts[nonempty, None]
     else:
         bits = _unpacked(hashes)
         w = weights.astype(np.float64)[:, None]
         votes = np.where(bits.view(bool), w, -w)  # +w where the bit is set, -w where it is not
         margin = np.add.reduceat(votes, starts, axis=0)
-    set_bits = _resolve_ties(margin, np.minimum.reduceat(hashes.astype(np.uint64), starts))
+    set_bits = _resolve_ties(margin, np.minimum.reduceat(hashes, starts))
     packed = np.packbits(set_bits, axis=1, bitorder="little")
     out[nonempty] = packed.view("<u8").reshape(-1)
     return out
@@ -71,8 +72,9 @@ def _resolve_ties(margin: np.ndarray, smallest_hash: np.ndarray) -> np.ndarray:
     return set_bits
 
 
-_LANES = np.uint64(0x0001_0001_0001_0001)  # the lowest bit of each 16-bit lane of a uint64
-_LANE_MAX = 0xFFFF
+_BYTE_LANES = np.uint64(0x0101_0101_0101_0101)  # the lowest bit of each byte of a uint64
+_SEGMENT = 255  # features summed in one byte lane at most: the sum cannot carry into the next byte
+_CHUNK = 1 << 15  # features shifted at a time: the shifted copy stays in the core's cache
 
 
 def _unpacked(hashes: np.ndarray) -> np.ndarray:
@@ -81,19 +83,33 @@ def _unpacked(hashes: np.ndarray) -> np.ndarray:
 
 
 def _bit_counts(hashes: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per document (``counts[i]`` hashes from ``starts[i]``, back to back), how many of its features set
-    each bit. Shifted by k and masked, a hash holds bits k, k+16, k+32, k+48 in four 16-bit lanes, so one
-    sum per document counts four bits at once and sixteen shifts count all 64. A document of more than
-    65,535 features would overflow a lane: it is counted on the unpacked bits instead."""
-    out = np.empty((len(starts), BITS), dtype=np.int32)
-    for k in range(16):
-        sums = np.add.reduceat((hashes >> np.uint64(k)) & _LANES, starts)
-        for lane in range(4):
-            out[:, k + 16 * lane] = (sums >> np.uint64(16 * lane)) & np.uint64(_LANE_MAX)
-    for i in np.flatnonzero(counts > _LANE_MAX).tolist():
-        segment = hashes[starts[i] : starts[i] + counts[i]]
-        out[i] = _unpacked(segment).sum(axis=0, dtype=np.int32)
-    return out
+    """Per document (``counts[i]`` > 0 hashes from ``starts[i]``, back to back to the end of ``hashes``),
+    how many of its features set each bit.
+
+    Shifted by k and masked, a hash holds bits k, k+8, ..., k+56 in its eight bytes, so one sum counts
+    eight bits at once and eight shifts count all 64. A byte holds 255 at most: each document is summed
+    in segments of ``_SEGMENT`` features, whose byte counts are then added per document. The features
+    are shifted ``_CHUNK`` at a time (whole segments): the passes over them then read the cache, not
+    memory."""
+    segments = (counts + (_SEGMENT - 1)) // _SEGMENT
+    first = np.cumsum(segments) - segments  # each document's first segment
+    within = np.arange(int(segments.sum()), dtype=np.int64) - np.repeat(first, segments)
+    seg_starts = np.repeat(np.asarray(starts, dtype=np.int64), segments) + _SEGMENT * within
+    sums = np.empty((len(seg_starts), 8), dtype=np.uint64)  # [segment, shift]: eight byte counts
+    shifted = np.empty(min(len(hashes), _CHUNK + _SEGMENT), dtype=np.uint64)
+    bounds = np.unique(
+        np.append(np.searchsorted(seg_starts, np.arange(0, len(hashes), _CHUNK)), len(seg_starts))
+    )
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        lo, hi = int(seg_starts[a]), int(seg_starts[b]) if b < len(seg_starts) else len(hashes)
+        part, out = hashes[lo:hi], shifted[: hi - lo]
+        for k in range(8):
+            np.right_shift(part, np.uint64(k), out=out)
+            np.bitwise_and(out, _BYTE_LANES, out=out)
+            sums[a:b, k] = np.add.reduceat(out, seg_starts[a:b] - lo)
+    # byte j of the sum at shift k counts bit 8j + k
+    per_bit = sums.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8, 8).transpose(0, 2, 1)
+    return np.add.reduceat(per_bit.reshape(-1, BITS), first, axis=0, dtype=np.int32)
 
 
 def simhash_reference(hashes: Sequence[int], weights: Sequence[float]) -> int:

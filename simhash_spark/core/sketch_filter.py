@@ -48,9 +48,8 @@ def run_sketches(hashes: np.ndarray, counts: np.ndarray) -> list[bytes]:
     of them per document, each document's sorted ascending), in a few array operations over all of them."""
     # each document's hashes are sorted, so (document, bin) keys never decrease along the flat array and
     # the first hash of each key is its bin's smallest
-    keys = np.repeat(np.arange(len(counts), dtype=np.int64) * BINS, counts) + (hashes >> _SHIFT).astype(
-        np.int64
-    )
+    keys = np.repeat(np.arange(len(counts), dtype=np.int64) * BINS, counts)
+    keys += (hashes >> _SHIFT).view(np.int64)  # bins fit any integer type: a view, not a copy
     first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if len(keys) else keys
     out = np.zeros(len(counts) * BINS, dtype=np.uint8)
     out[keys[first]] = (hashes[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
