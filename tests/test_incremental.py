@@ -2,6 +2,7 @@
 commits, model checks, monitoring, the online check, stats and compaction."""
 
 import json
+import logging
 import random
 import shutil
 import time
@@ -719,7 +720,9 @@ def _cross_pairs(spark, out: Path, new_ids: set) -> dict:
 
 
 @pytest.mark.heavy
-def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setting(spark, tmp_path, capsys):
+def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setting(
+    spark, tmp_path, capsys, caplog
+):
     """With ``match.sketch_bands`` the index keeps sketch band tables: ``check`` finds the indexed
     documents the job paired beyond k, compaction carries the tables, and the setting is the index's for
     its life ("auto" takes it, another explicit setting is refused; ``--rebuild-index`` changes it)."""
@@ -758,7 +761,13 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
     # pairs as the sketched index did
     plain = tmp_path / "plain_index"
     assert incremental(batches[0], tmp_path / "p1", plain, DATES[0], settings=plain_settings) == 0
-    assert incremental(batches[1], tmp_path / "p2auto", plain, DATES[1]) == 0
+    # the job's logger does not propagate to the root logger that caplog watches
+    logging.getLogger("simhash_spark.index.session").addHandler(caplog.handler)
+    try:
+        assert incremental(batches[1], tmp_path / "p2auto", plain, DATES[1]) == 0
+    finally:
+        logging.getLogger("simhash_spark.index.session").removeHandler(caplog.handler)
+    assert "has no sketch band tables" in caplog.text and "--rebuild-index adds them" in caplog.text
     assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
     summary = json.loads((tmp_path / "p2auto" / "summary.json").read_text())
     assert summary["config"]["match"]["sketch_bands"] == "false" and "sketch_bands" not in summary

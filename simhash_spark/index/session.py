@@ -208,9 +208,16 @@ class IndexSession:
     def resolved(self, cfg: Config) -> Config:
         """``cfg`` with ``match.sketch_bands`` as this run uses it: the index's setting (checked at open:
         "auto" takes it), or the run's when it rebuilds the tables."""
-        return cfg.with_sketch_bands(
-            cfg.sketch_bands if self.rebuilt_from is not None else self.layout.sketch_bands
-        )
+        if self.rebuilt_from is not None:
+            return cfg.with_sketch_bands(cfg.sketch_bands)
+        if cfg.match.sketch_bands == "auto" and cfg.sketch_bands and not self.layout.sketch_bands:
+            # the run would have used them on a new index: say why it does not, once, and how to change it
+            log.info(
+                'index %s has no sketch band tables: match.sketch_bands = "auto" runs without them, '
+                "pairing within k only as the index's earlier runs did; --rebuild-index adds them",
+                self.path,
+            )
+        return cfg.with_sketch_bands(self.layout.sketch_bands)
 
     @property
     def snapshots(self) -> list[Snapshot]:
