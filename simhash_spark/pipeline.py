@@ -18,6 +18,7 @@ from simhash_spark.context import RunContext
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 from simhash_spark.fingerprint_pass import Fingerprinted, fingerprint_pass
 from simhash_spark.index.session import IndexSession, run_record
+from simhash_spark.index.store import open_store
 from simhash_spark.index_pass import (
     index_entries,
     index_lookup,
@@ -86,18 +87,34 @@ def _sketches_to_store(index: IndexSession, fp_pass: Fingerprinted) -> DataFrame
     return fp_pass.summaries if index.layout.sketch_bands else None
 
 
-def for_session(spark: SparkSession, cfg: Config, index: IndexSession | None = None) -> Config:
+def for_session(
+    spark: SparkSession, cfg: Config, index: IndexSession | None = None, *, index_path: str | None = None
+) -> Config:
     """``cfg`` with ``match.sketch_bands`` decided for this run: "auto" is off through Spark Connect
     (its fingerprint pass keeps no sketches; an explicit true is refused there before any work) and
-    takes the index's setting (``IndexSession.resolved``)."""
+    takes the index's setting (``IndexSession.resolved``). ``index_path``: the index this run will open
+    (not to be rebuilt); through Spark Connect one that holds sketch band tables is refused here, naming
+    Spark Connect, before the opening refuses it for the setting the run was given."""
     if spark_context(spark) is None and cfg.match.sketch_bands != "false":
         if cfg.match.sketch_bands == "true":
             raise ConfigError(
                 "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
                 'set match.sketch_bands = "auto" or false'
             )
+        if index_path is not None and _holds_sketch_tables(spark, index_path):
+            raise ConfigError(
+                f"index {index_path} holds sketch band tables (match.sketch_bands), which a run through "
+                "Spark Connect cannot use: its fingerprint pass keeps no sketches. Run it in a local or "
+                "submitted session, or --rebuild-index to rebuild the index's tables without them"
+            )
         cfg = cfg.with_sketch_bands(False)
     return index.resolved(cfg) if index is not None else cfg
+
+
+def _holds_sketch_tables(spark: SparkSession, index_path: str) -> bool:
+    """Whether the index at ``index_path`` exists and its tables include the sketch bands."""
+    manifest = open_store(spark, index_path).manifest()
+    return manifest is not None and manifest.layout.sketch_bands
 
 
 def dedup(
@@ -212,9 +229,9 @@ def run(
     source = f"table {input_table}" if input_table else str(input_path)
     tables = OutputTables.from_config(cfg, output_table_prefix, run_date)
     out_fs = FileSystem(spark, output)
-    cfg = for_session(spark, cfg)
     check_locations(spark, output=output, index=index_path, input_path=input_path, input_table=input_table)
     tables.check(spark, overwrite=cfg.output.overwrite)
+    cfg = for_session(spark, cfg, index_path=None if rebuild_index else index_path)
     publisher = Publisher(
         out_fs, output, overwrite=cfg.output.overwrite, timeout_s=cfg.writers.lease_timeout_seconds
     )

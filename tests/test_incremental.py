@@ -17,12 +17,14 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from simhash_spark import columns as C
+from simhash_spark import pipeline
 from simhash_spark.cli import main
 from simhash_spark.config import load_config
 from simhash_spark.core.index_model import ENTRY_COLUMNS
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.verify import VerifyOptions, similarity
 from simhash_spark.demo.corpus import generate
+from simhash_spark.errors import ConfigError
 from simhash_spark.index.session import IndexSession
 from simhash_spark.pipeline import dedup
 from tests.test_components_spark import union_find
@@ -721,7 +723,7 @@ def _cross_pairs(spark, out: Path, new_ids: set) -> dict:
 
 @pytest.mark.heavy
 def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setting(
-    spark, tmp_path, capsys, caplog
+    spark, tmp_path, capsys, caplog, monkeypatch
 ):
     """With ``match.sketch_bands`` the index keeps sketch band tables: ``check`` finds the indexed
     documents the job paired beyond k, compaction carries the tables, and the setting is the index's for
@@ -768,6 +770,12 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
     finally:
         logging.getLogger("simhash_spark.index.session").removeHandler(caplog.handler)
     assert "has no sketch band tables" in caplog.text and "--rebuild-index adds them" in caplog.text
+    with monkeypatch.context() as connect:  # a Spark Connect session: its fingerprint pass keeps no sketches
+        connect.setattr(pipeline, "spark_context", lambda session: None)
+        with pytest.raises(ConfigError, match=f"index {idx} holds sketch band tables.*Spark Connect cannot"):
+            pipeline.for_session(spark, load_config(), index_path=str(idx))
+        for runs_without in (plain, tmp_path / "no_index_yet"):
+            assert not pipeline.for_session(spark, load_config(), index_path=str(runs_without)).sketch_bands
     assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
     summary = json.loads((tmp_path / "p2auto" / "summary.json").read_text())
     assert summary["config"]["match"]["sketch_bands"] == "false" and "sketch_bands" not in summary
