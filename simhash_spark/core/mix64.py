@@ -44,11 +44,21 @@ def _multipliers(n: int) -> np.ndarray:
 
 
 def _fmix64(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> np.uint64(33))
-    h = h * _C1
-    h = h ^ (h >> np.uint64(33))
-    h = h * _C2
-    return h ^ (h >> np.uint64(33))
+    out = np.array(h, dtype=np.uint64)  # a copy: the callers' values stay as they were
+    _fmix64_in_place(out, np.empty_like(out))
+    return out
+
+
+def _fmix64_in_place(h: np.ndarray, scratch: np.ndarray) -> None:
+    """MurmurHash3's 64-bit finalizer over ``h`` itself (``scratch``: an array of its shape)."""
+    shift = np.uint64(33)
+    with np.errstate(over="ignore"):
+        for c in (_C1, _C2):
+            np.right_shift(h, shift, out=scratch)
+            h ^= scratch
+            h *= c
+        np.right_shift(h, shift, out=scratch)
+        h ^= scratch
 
 
 def scramble(values: np.ndarray) -> np.ndarray:
@@ -103,7 +113,6 @@ def ngram_hashes(cps: np.ndarray, n: int) -> np.ndarray:
     windows = len(cps) - n + 1
     out = np.empty(windows, dtype=np.uint64)
     term = np.empty(min(_BLOCK, windows), dtype=np.uint64)
-    shift = np.uint64(33)
     with np.errstate(over="ignore"):
         length_term = np.uint64(n) * _G
         for a in range(0, windows, _BLOCK):
@@ -114,11 +123,5 @@ def ngram_hashes(cps: np.ndarray, n: int) -> np.ndarray:
                 np.multiply(cps[a + j : b + j], k[j], out=t)
                 h += t
             h += length_term
-            # _fmix64 in place
-            for c in (_C1, _C2):
-                np.right_shift(h, shift, out=t)
-                h ^= t
-                h *= c
-            np.right_shift(h, shift, out=t)
-            h ^= t
+            _fmix64_in_place(h, t)
     return out
