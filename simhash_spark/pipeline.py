@@ -92,27 +92,33 @@ def for_session(
 ) -> Config:
     """``cfg`` with ``match.sketch_bands`` decided for this run: "auto" is off through Spark Connect
     (its fingerprint pass keeps no sketches; an explicit true is refused there before any work) and
-    takes the index's setting (``IndexSession.resolved``). ``index_path``: the index this run will open
-    (not to be rebuilt); through Spark Connect one that holds sketch band tables is refused here, naming
-    Spark Connect, before the opening refuses it for the setting the run was given."""
+    takes the index's setting (``IndexSession.resolved``). Through Spark Connect an index with sketch
+    band tables, opened (``index``) or about to be (``index_path``, not to be rebuilt), is refused naming
+    Spark Connect."""
     if spark_context(spark) is None and cfg.match.sketch_bands != "false":
         if cfg.match.sketch_bands == "true":
             raise ConfigError(
                 "match.sketch_bands: not through Spark Connect (its fingerprint pass keeps no sketches); "
                 'set match.sketch_bands = "auto" or false'
             )
-        if index_path is not None and _holds_sketch_tables(spark, index_path):
+        if _holds_sketch_tables(spark, index, index_path):
             raise ConfigError(
-                f"index {index_path} holds sketch band tables (match.sketch_bands), which a run through "
-                "Spark Connect cannot use: its fingerprint pass keeps no sketches. Run it in a local or "
-                "submitted session, or --rebuild-index to rebuild the index's tables without them"
+                f"index {index.path if index else index_path} holds sketch band tables (match.sketch_bands), "
+                "which a run through Spark Connect cannot use: its fingerprint pass keeps no sketches. Run "
+                "it in a local or submitted session, or --rebuild-index to rebuild the index's tables "
+                "without them"
             )
         cfg = cfg.with_sketch_bands(False)
     return index.resolved(cfg) if index is not None else cfg
 
 
-def _holds_sketch_tables(spark: SparkSession, index_path: str) -> bool:
-    """Whether the index at ``index_path`` exists and its tables include the sketch bands."""
+def _holds_sketch_tables(spark: SparkSession, index: IndexSession | None, index_path: str | None) -> bool:
+    """Whether the run's index keeps its sketch band tables: the opened ``index`` (unless rebuilt), else
+    the one at ``index_path``, read from its manifest (False where there is none yet)."""
+    if index is not None:
+        return index.rebuilt_from is None and index.layout.sketch_bands
+    if index_path is None:
+        return False
     manifest = open_store(spark, index_path).manifest()
     return manifest is not None and manifest.layout.sketch_bands
 

@@ -4,6 +4,7 @@ commits, model checks, monitoring, the online check, stats and compaction."""
 import json
 import logging
 import random
+import re
 import shutil
 import time
 import zlib
@@ -772,8 +773,16 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
     assert "has no sketch band tables" in caplog.text and "--rebuild-index adds them" in caplog.text
     with monkeypatch.context() as connect:  # a Spark Connect session: its fingerprint pass keeps no sketches
         connect.setattr(pipeline, "spark_context", lambda session: None)
-        with pytest.raises(ConfigError, match=f"index {idx} holds sketch band tables.*Spark Connect cannot"):
+        refused = f"index {re.escape(str(idx))} holds sketch band tables.*Spark Connect cannot"
+        with pytest.raises(ConfigError, match=refused):
             pipeline.for_session(spark, load_config(), index_path=str(idx))
+        index_cfg = load_config(overrides=EXACT[1::2])  # the index's model and k
+        opened = IndexSession.open(spark, index_cfg, path=str(idx), run_date=DATES[2], rebuild=False)
+        try:  # dedup() given an opened index, as library users call it
+            with pytest.raises(ConfigError, match=refused):
+                pipeline.for_session(spark, index_cfg, opened)
+        finally:
+            opened.abort()
         for runs_without in (plain, tmp_path / "no_index_yet"):
             assert not pipeline.for_session(spark, load_config(), index_path=str(runs_without)).sketch_bands
     assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
