@@ -17,6 +17,8 @@ on disk, measured side by side in one run:
 - ``job_20``: the job on the first 20 documents (what a first try on a sample costs);
 - ``job_spark_link``, ``job_spark_link_20``: the same with ``cluster.local_max_documents=0`` (the Spark
   linking steps instead of the driver's);
+- ``job_pairs_only``: the job with ``output.write_deduplicated=false`` and ``output.write_report=false``
+  (pairs, clusters and documents only: the outputs nearest to what the single-process peers write);
 - ``job_no_archive``, ``job_20_no_archive``: the same with ``spark.class_archive=off`` (the driver JVM
   loads Spark's classes itself, as every run did before the class archive);
 - ``job_full_jit``, ``job_20_full_jit``: the same with ``spark.driver_jit=full`` (the driver JVM's default
@@ -248,6 +250,8 @@ def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str],
             cmd += ["--set", "cluster.local_max_documents=0"]
         if "no_archive" in peer:
             cmd += ["--set", "spark.class_archive=off"]
+        if "pairs_only" in peer:
+            cmd += ["--set", "output.write_deduplicated=false", "--set", "output.write_report=false"]
         if "full_jit" in peer:
             cmd += ["--set", "spark.driver_jit=full"]
         return cmd, out / "pairs"
