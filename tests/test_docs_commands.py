@@ -143,3 +143,17 @@ def test_every_documented_benchmark_command_parses(doc, line, module, argv, monk
     except SystemExit as e:
         pytest.fail(f"{doc}: `{line}` does not parse: {capsys.readouterr().err.strip()} (exit {e.code})")
     pytest.fail(f"{doc}: `{line}`: {module}.main() never parsed its arguments")
+
+
+def test_the_pyspark35_install_the_docs_give_is_the_one_ci_installs():
+    """README and docs/deploy.md tell PySpark 3.5 platforms to name the spark35 extra's PySpark at the top
+    of the install, and ``./dev test-spark35`` installs exactly that: left to the extra alone, pip fetches
+    every PySpark 4 source archive (450 MB each) for the test extra's unpinned ``pyspark[connect]`` before
+    backing off to 3.5."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark35"]
+    pin = '"' + re.sub(r"\[[^]]*\]", "", next(d for d in extra if d.startswith("pyspark"))) + '"'
+    assert f'-m pip install --quiet -e ".[test,spark35]" {pin}' in (ROOT / "dev").read_text()
+    for doc in ("README.md", "docs/deploy.md"):
+        assert f'pip install "simhash_spark[spark35]" {pin}' in " ".join((ROOT / doc).read_text().split())
