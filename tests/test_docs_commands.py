@@ -152,7 +152,8 @@ def test_the_pyspark35_install_the_docs_give_is_the_one_ci_installs():
     backing off to 3.5."""
     import tomllib
 
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark35"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extra = extras["spark35"]
     pin = '"' + re.sub(r"\[[^]]*\]", "", next(d for d in extra if d.startswith("pyspark"))) + '"'
     assert f'-m pip install --quiet -e ".[test,spark35]" {pin}' in (ROOT / "dev").read_text()
     for doc in ("README.md", "docs/deploy.md"):
