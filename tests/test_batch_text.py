@@ -98,6 +98,15 @@ def test_long_batches_are_looked_up_in_groups(monkeypatch):
             assert rows.kept[i].tolist() == _letters_if_decided(text, NormalizeOptions(), 1)
 
 
+@given(st.lists(st.lists(st.booleans(), max_size=6), max_size=8))
+def test_per_row_sums_count_each_rows_flags_with_empty_rows_anywhere(rows):
+    from simhash_spark.core.batch_text import _per_row_sums
+
+    flags = np.array([f for row in rows for f in row], dtype=bool)
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    assert _per_row_sums(flags, lengths).tolist() == [sum(row) for row in rows]
+
+
 _MODELS = [
     (ModelOptions(), None),
     (ModelOptions(), CheckFilter(SKETCH, 0.8)),

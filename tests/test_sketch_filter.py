@@ -46,11 +46,18 @@ def test_a_sketch_holds_one_byte_of_each_bins_smallest_hash(values):
     assert ngram_sketch(np.array(hashes, dtype=np.uint64)) == naive_sketch(hashes)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sets(st.integers(min_value=0, max_value=2**64 - 1), max_size=80), max_size=12))
+# hashes in the top three bins as well as anywhere: neighbouring documents then often end and start in
+# the same bin, which must not join their bins
+_HASHES = st.integers(min_value=0, max_value=2**64 - 1) | st.builds(
+    lambda b, low: b << 59 | low, st.integers(29, 31), st.integers(0, 2**59 - 1)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sets(_HASHES, max_size=80), max_size=12))
 def test_sketches_of_a_batch_are_each_documents_sketch(documents):
     arrays = [np.array(sorted(d), dtype=np.uint64) for d in documents]
-    assert ngram_sketches(arrays) == [ngram_sketch(a) for a in arrays]
+    assert ngram_sketches(arrays) == [naive_sketch(sorted(d)) for d in documents]
 
 
 def _tail_below(a: int, t: float) -> float:

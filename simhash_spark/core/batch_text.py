@@ -97,10 +97,18 @@ def _group(
     alone[np.searchsorted(ends, np.flatnonzero(codes == CONTEXT), side="right")] = False
     has_letter = codes >= 0
     letters = codes[has_letter].astype(np.uint64)
-    before = np.concatenate(([0], np.cumsum(has_letter, dtype=np.int64)))[
-        ends
-    ]  # letters up to each row's end
-    return alone, letters, np.diff(before, prepend=0)
+    return alone, letters, _per_row_sums(has_letter, lengths)
+
+
+def _per_row_sums(flags: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """How many of ``flags`` are set in each row, the rows lying back to back with ``lengths`` (summing
+    within the rows: a running count over every flag would write eight bytes per code point)."""
+    counts = np.zeros(len(lengths), dtype=np.int64)
+    filled = lengths > 0
+    if filled.any():
+        starts = np.cumsum(lengths) - lengths
+        counts[filled] = np.add.reduceat(flags, starts[filled], dtype=np.int64)
+    return counts
 
 
 def normalized_letters(texts: Sequence[str], opts: NormalizeOptions) -> list[np.ndarray]:

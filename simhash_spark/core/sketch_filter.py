@@ -46,13 +46,20 @@ def ngram_sketches(sorted_distinct: Sequence[np.ndarray]) -> list[bytes]:
 def run_sketches(hashes: np.ndarray, counts: np.ndarray) -> list[bytes]:
     """``ngram_sketch`` of each of many documents whose hashes lie back to back in ``hashes`` (``counts``
     of them per document, each document's sorted ascending), in a few array operations over all of them."""
-    # each document's hashes are sorted, so (document, bin) keys never decrease along the flat array and
-    # the first hash of each key is its bin's smallest
-    keys = np.repeat(np.arange(len(counts), dtype=np.int64) * BINS, counts)
-    keys += (hashes >> _SHIFT).view(np.int64)  # bins fit any integer type: a view, not a copy
-    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if len(keys) else keys
+    # each document's hashes are sorted, so its bins never decrease and a bin's first hash is its smallest;
+    # a bin starts where the bin changes or a document starts (one byte per hash: the documents of the
+    # few first hashes are looked up afterwards)
+    bins = (hashes >> _SHIFT).astype(np.uint8)
+    starts = np.cumsum(counts) - counts
+    first = np.empty(len(bins), dtype=bool)
+    if len(bins):
+        first[0] = True
+        np.not_equal(bins[1:], bins[:-1], out=first[1:])
+        first[starts[counts > 0]] = True
+    at = np.flatnonzero(first)
+    documents = np.searchsorted(starts, at, side="right") - 1  # an empty document shares its start
     out = np.zeros(len(counts) * BINS, dtype=np.uint8)
-    out[keys[first]] = (hashes[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
+    out[documents * BINS + bins[at]] = (hashes[at] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
     block = out.tobytes()
     return [block[i * BINS : (i + 1) * BINS] for i in range(len(counts))]
 
