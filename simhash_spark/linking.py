@@ -311,7 +311,10 @@ def _shuffled_sketch_join(
     pairs, hot = shuffled_sketch_join(
         rows, masks=design.masks, max_distance=k, hot_bucket_limit=bands.hot_bucket_limit
     )
-    return pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)), hot.count()
+    # materialized as a leaf: the plans after it would otherwise repeat the persisted rows' plan at every
+    # reference, and the driver renders those descriptions at every later action
+    found = pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)).localCheckpoint(eager=True)
+    return found, hot.count()
 
 
 def _candidates(
