@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -285,6 +286,15 @@ def main() -> None:
         return
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="simhash-peers-"))
+    try:
+        print(json.dumps(measure(args, work), indent=2))
+    finally:
+        # each peer's outputs of each round: gigabytes at 1 M documents
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict:
+    """Every peer of args.peers, args.repeat rounds, on a copy of the corpus in work."""
     table = pq.read_table(args.corpus, columns=["id", "text"])
     if args.limit:
         table = table.slice(0, args.limit)
@@ -306,6 +316,8 @@ def main() -> None:
                 found[peer] = count_pairs(pairs_path)
             else:
                 timed_out.add(peer)
+            # counted: the next round does not need this one's outputs on the disk
+            shutil.rmtree(work / f"r{len(seconds[peer]) - 1}" / peer, ignore_errors=True)
     med = {p: statistics.median(s) for p, s in seconds.items()}
     result = {
         "corpus": Path(args.corpus).name,
@@ -319,7 +331,7 @@ def main() -> None:
     }
     if "job" in med:
         result["peer_over_job"] = {p: round(s / med["job"], 2) for p, s in med.items() if p != "job"}
-    print(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":
