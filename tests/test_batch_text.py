@@ -104,7 +104,7 @@ def test_per_row_sums_count_each_rows_flags_with_empty_rows_anywhere(rows):
 
     flags = np.array([f for row in rows for f in row], dtype=bool)
     lengths = np.array([len(row) for row in rows], dtype=np.int64)
-    assert _per_row_sums(flags, lengths).tolist() == [sum(row) for row in rows]
+    assert _per_row_sums(flags, lengths, np.cumsum(lengths)).tolist() == [sum(row) for row in rows]
 
 
 _MODELS = [

@@ -97,17 +97,17 @@ def _group(
     alone[np.searchsorted(ends, np.flatnonzero(codes == CONTEXT), side="right")] = False
     has_letter = codes >= 0
     letters = codes[has_letter].astype(np.uint64)
-    return alone, letters, _per_row_sums(has_letter, lengths)
+    return alone, letters, _per_row_sums(has_letter, lengths, ends)
 
 
-def _per_row_sums(flags: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """How many of ``flags`` are set in each row, the rows lying back to back with ``lengths`` (summing
-    within the rows: a running count over every flag would write eight bytes per code point)."""
+def _per_row_sums(flags: np.ndarray, lengths: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many of ``flags`` are set in each row, the rows lying back to back with ``lengths`` and ending at
+    ``ends`` (their running sum; summing within the rows: a running count over every flag would write eight
+    bytes per code point)."""
     counts = np.zeros(len(lengths), dtype=np.int64)
     filled = lengths > 0
     if filled.any():
-        starts = np.cumsum(lengths) - lengths
-        counts[filled] = np.add.reduceat(flags, starts[filled], dtype=np.int64)
+        counts[filled] = np.add.reduceat(flags, (ends - lengths)[filled], dtype=np.int64)
     return counts
 
 
