@@ -96,6 +96,14 @@ class RunContext:
         self._persisted.append(df)
         return df
 
+    def materialize(self, df: DataFrame) -> DataFrame:
+        """``df`` computed now and kept on the executors as a leaf of every later plan (a local checkpoint),
+        for frames that later stages read many times. A persisted frame's plan is printed inside every plan
+        that reads it, and persisted frames read persisted frames: the plans of a run's later stages nest
+        them level upon level, and the driver walks that text at every action. The blocks live as long as
+        the frame; an executor lost with them fails the run instead of recomputing them."""
+        return df.localCheckpoint(eager=True)
+
     def release(self) -> None:
         """Unpersist every frame this run persisted and stop reporting progress."""
         for df in self._persisted:

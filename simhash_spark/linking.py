@@ -311,9 +311,7 @@ def _shuffled_sketch_join(
     pairs, hot = shuffled_sketch_join(
         rows, masks=design.masks, max_distance=k, hot_bucket_limit=bands.hot_bucket_limit
     )
-    # materialized as a leaf: the plans after it would otherwise repeat the persisted rows' plan at every
-    # reference, and the driver renders those descriptions at every later action
-    found = pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)).localCheckpoint(eager=True)
+    found = ctx.materialize(pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)))
     return found, hot.count()
 
 
@@ -370,7 +368,7 @@ def _accepted(
     n_left = n_candidates
     check = requested(rule.verify)
     if summaries is not None and check is not None and rule.verify.enabled:
-        candidates = ctx.persist(
+        candidates = ctx.materialize(
             drop_unreachable(
                 candidates,
                 rule=rule,
@@ -401,7 +399,7 @@ def _accepted(
         )
         forest_edges = forest.count()
         rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-    return ctx.persist(rep_pairs), forest_edges, filtered
+    return ctx.materialize(rep_pairs), forest_edges, filtered
 
 
 def _find(

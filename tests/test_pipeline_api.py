@@ -279,10 +279,13 @@ def test_the_short_preset_finds_short_reprints_and_variants_join_the_scripts(spa
     }
 
 
-def test_a_run_bounds_the_plan_texts_spark_renders_unless_the_user_set_a_bound(spark):
-    """Each level of persisted frames doubles the plan text Spark renders (initial and final adaptive plan
-    of every cached frame); the shuffled path's later stages rendered tens of megabytes at every re-plan,
-    and PySpark 3.5 ran out of a 3 GB driver heap doing so. A run bounds them, unless the user did."""
+def test_a_runs_plans_stay_small_and_spark_renders_them_bounded_unless_the_user_set_a_bound(spark):
+    """A persisted frame's plan is printed inside every plan that reads it, and persisted frames read
+    persisted frames: unchecked, the shuffled path's later plans nested them level upon level (the pairs'
+    plan on 120 documents ran to megabytes; with the sketch bands it did not finish rendering in ten
+    minutes) and the driver walked that text at every action. The frames later stages read many times are
+    materialized as leaves, so the whole plan of the pairs and documents fits the bound a run sets on
+    rendered plans (when the user did not set one) without truncation."""
     from simhash_spark.demo.corpus import generate
     from simhash_spark.session import PLAN_STRING_CHARS, PLAN_STRING_LIMIT
 
@@ -293,17 +296,20 @@ def test_a_run_bounds_the_plan_texts_spark_renders_unless_the_user_set_a_bound(s
         "match.max_distance=6",
         "bands.scheme=blocks:7",
         "bands.hot_bucket_limit=2",
+        "match.sketch_bands=true",
     ]
-    spark.conf.unset(PLAN_STRING_LIMIT)
+    unbounded = str(2**31 - 16)
+    spark.conf.set(PLAN_STRING_LIMIT, unbounded)
     try:
         res = dedup(spark, spark.createDataFrame(pdf), load_config(overrides=overrides))
-        plan = res.pairs._jdf.queryExecution().executedPlan().toString()
-        assert 0 < len(plan) <= PLAN_STRING_CHARS
-        assert spark.conf.get(PLAN_STRING_LIMIT) == str(PLAN_STRING_CHARS)
+        assert spark.conf.get(PLAN_STRING_LIMIT) == unbounded
+        assert res.stats["hot_buckets"] > 0  # the hot-bucket forest is part of the plan
+        for frame in (res.pairs, res.documents):
+            assert 0 < len(frame._jdf.queryExecution().executedPlan().toString()) <= PLAN_STRING_CHARS
         res.unpersist()
-        spark.conf.set(PLAN_STRING_LIMIT, "1m")
+        spark.conf.unset(PLAN_STRING_LIMIT)
         dedup(spark, spark.createDataFrame(pdf.head(10)), load_config(overrides=overrides)).unpersist()
-        assert spark.conf.get(PLAN_STRING_LIMIT) == "1m"
+        assert spark.conf.get(PLAN_STRING_LIMIT) == str(PLAN_STRING_CHARS)
     finally:
         spark.conf.unset(PLAN_STRING_LIMIT)
 
