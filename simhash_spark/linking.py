@@ -193,8 +193,9 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
         keyed = keyed.select(C.ID, C.FINGERPRINT, C.TEXT_HASH)
     else:
         keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
-    groups = ctx.persist(fingerprint_groups(keyed))
-    members = ctx.persist(group_members(keyed, groups))
+    # read by every later step of the linking: leaves of their plans
+    groups = ctx.materialize(fingerprint_groups(keyed))
+    members = ctx.materialize(group_members(keyed, groups))
     # per fingerprint first (a fingerprint splits into several groups under a text check), then over all:
     # one action for every total
     size = F.col(GROUP_SIZE)

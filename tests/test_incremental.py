@@ -939,3 +939,38 @@ def test_the_driver_takes_into_the_index_the_rows_spark_would(spark, tmp_path, t
     assert not set(on_driver[C.ID]) & set(resent.column("id").to_pylist())
     assert on_driver[C.TITLE].notna().all() == bool(title)
     assert on_driver[C.TITLE_FINGERPRINT].notna().all() == bool(title)
+
+
+def test_the_plans_of_incremental_runs_linked_by_spark_fit_the_bound_whole(spark, tmp_path, monkeypatch):
+    """The entries a batch touches carry the plans of the keys and entries they were found with, and every
+    step of the linking reads them: persisted, the plans of the second date's linking ran to megabytes and
+    its verify stage rendered one the driver had no memory for. Every frame the runs keep has a plan whose
+    whole text fits the bound a run sets on rendered plans (here lifted, so nothing is truncated)."""
+    from simhash_spark import context
+    from simhash_spark.session import PLAN_STRING_CHARS, PLAN_STRING_LIMIT
+
+    sizes: list[int] = []
+
+    def measured(keep):
+        def keep_and_measure(self, df):
+            kept = keep(self, df)
+            sizes.append(len(kept._jdf.queryExecution().executedPlan().toString()))
+            # fail the run here, before it renders a plan larger still
+            assert sizes[-1] <= PLAN_STRING_CHARS, f"a plan of {sizes[-1]:,} characters"
+            return kept
+
+        return keep_and_measure
+
+    for name in ("persist", "materialize"):
+        monkeypatch.setattr(context.RunContext, name, measured(getattr(context.RunContext, name)))
+    batches = split_corpus(generate(120, seed=5), 3, tmp_path)
+    shuffled = ["cluster.local_max_documents=0", "bands.in_task_max_fingerprints=0"]
+    spark.conf.set(PLAN_STRING_LIMIT, str(2**31 - 16))
+    try:
+        for j in range(3):
+            out, idx = tmp_path / f"out{j}", tmp_path / "index"
+            rc = incremental(batches[j], out, idx, DATES[j], *(a for s in shuffled for a in ("--set", s)))
+            assert rc == 0, f"date {j + 1}: the largest plan {max(sizes):,} characters"
+    finally:
+        spark.conf.unset(PLAN_STRING_LIMIT)
+    assert json.loads((tmp_path / "out2" / "summary.json").read_text())["bands"]["join"] == "shuffled"

@@ -316,7 +316,8 @@ class IndexSession:
         touched, key_rows_read, n_doc_dirs = self._touched(bkeys, key_dirs, k, ctx)
         if touched is None:
             touched = empty_entries(self.spark, id_type)
-        touched = ctx.persist(touched)
+        # a leaf of the linking's plans: it holds the plans of the keys and entries it was found with
+        touched = ctx.materialize(touched)
         read = {
             "key_rows_read": key_rows_read,
             "key_partitions_needed": len(parts),
