@@ -307,9 +307,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     seconds: dict[str, list[float]] = {p: [] for p in peers}
     found: dict[str, int] = {}
     timed_out: set[str] = set()
-    for _ in range(args.repeat):
+    for n in range(args.repeat):
         for peer in peers:
-            cmd, pairs_path = commands(peer, corpus, small, work / f"r{len(seconds[peer])}")
+            cmd, pairs_path = commands(peer, corpus, small, work / f"r{n}")
             took, finished = timed(cmd, args.timeout or None)
             seconds[peer].append(took)
             if finished:
@@ -317,7 +317,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
             else:
                 timed_out.add(peer)
             # counted: the next round does not need this one's outputs on the disk
-            shutil.rmtree(work / f"r{len(seconds[peer]) - 1}" / peer, ignore_errors=True)
+            shutil.rmtree(work / f"r{n}" / peer, ignore_errors=True)
     med = {p: statistics.median(s) for p, s in seconds.items()}
     result = {
         "corpus": Path(args.corpus).name,

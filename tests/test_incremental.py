@@ -29,6 +29,7 @@ from simhash_spark.errors import ConfigError
 from simhash_spark.index.session import IndexSession
 from simhash_spark.pipeline import dedup
 from tests.test_components_spark import union_find
+from tests.test_pipeline_api import UNBOUNDED_PLANS, plan_chars
 
 # Exact band designs, so "every pair within k" holds on both sides of the comparisons (auto may pick
 # sampled LSH tables): the default k = 12 for the large consistency test; k = 3 with few tables and
@@ -954,7 +955,7 @@ def test_the_plans_of_incremental_runs_linked_by_spark_fit_the_bound_whole(spark
     def measured(keep):
         def keep_and_measure(self, df):
             kept = keep(self, df)
-            sizes.append(len(kept._jdf.queryExecution().executedPlan().toString()))
+            sizes.append(plan_chars(kept))
             # fail the run here, before it renders a plan larger still
             assert sizes[-1] <= PLAN_STRING_CHARS, f"a plan of {sizes[-1]:,} characters"
             return kept
@@ -965,7 +966,7 @@ def test_the_plans_of_incremental_runs_linked_by_spark_fit_the_bound_whole(spark
         monkeypatch.setattr(context.RunContext, name, measured(getattr(context.RunContext, name)))
     batches = split_corpus(generate(120, seed=5), 3, tmp_path)
     shuffled = ["cluster.local_max_documents=0", "bands.in_task_max_fingerprints=0"]
-    spark.conf.set(PLAN_STRING_LIMIT, str(2**31 - 16))
+    spark.conf.set(PLAN_STRING_LIMIT, UNBOUNDED_PLANS)
     try:
         for j in range(3):
             out, idx = tmp_path / f"out{j}", tmp_path / "index"

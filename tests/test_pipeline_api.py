@@ -279,6 +279,15 @@ def test_the_short_preset_finds_short_reprints_and_variants_join_the_scripts(spa
     }
 
 
+# spark.sql.maxPlanStringLength at its largest: a plan's whole text, nothing truncated
+UNBOUNDED_PLANS = str(2**31 - 16)
+
+
+def plan_chars(df) -> int:
+    """The length of the whole text of ``df``'s executed plan (as Spark renders it for the UI)."""
+    return len(df._jdf.queryExecution().executedPlan().toString())
+
+
 def test_a_runs_plans_stay_small_and_spark_renders_them_bounded_unless_the_user_set_a_bound(spark):
     """A persisted frame's plan is printed inside every plan that reads it, and persisted frames read
     persisted frames: unchecked, the shuffled path's later plans nested them level upon level (the pairs'
@@ -298,14 +307,13 @@ def test_a_runs_plans_stay_small_and_spark_renders_them_bounded_unless_the_user_
         "bands.hot_bucket_limit=2",
         "match.sketch_bands=true",
     ]
-    unbounded = str(2**31 - 16)
-    spark.conf.set(PLAN_STRING_LIMIT, unbounded)
+    spark.conf.set(PLAN_STRING_LIMIT, UNBOUNDED_PLANS)
     try:
         res = dedup(spark, spark.createDataFrame(pdf), load_config(overrides=overrides))
-        assert spark.conf.get(PLAN_STRING_LIMIT) == unbounded
+        assert spark.conf.get(PLAN_STRING_LIMIT) == UNBOUNDED_PLANS
         assert res.stats["hot_buckets"] > 0  # the hot-bucket forest is part of the plan
         for frame in (res.pairs, res.documents):
-            assert 0 < len(frame._jdf.queryExecution().executedPlan().toString()) <= PLAN_STRING_CHARS
+            assert 0 < plan_chars(frame) <= PLAN_STRING_CHARS
         res.unpersist()
         spark.conf.unset(PLAN_STRING_LIMIT)
         dedup(spark, spark.createDataFrame(pdf.head(10)), load_config(overrides=overrides)).unpersist()
