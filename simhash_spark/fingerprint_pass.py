@@ -28,7 +28,6 @@ from simhash_spark.transforms.fingerprint import (
     local_fingerprints,
     local_text_frame,
     model_files,
-    valid_text,
 )
 
 log = logging.getLogger(__name__)
@@ -111,15 +110,14 @@ def fingerprint_pass(
         if small:
             return _fingerprint_on_driver(spark, raw, docs, collect_documents(docs), cfg, ctx, source=source)
         _ship_model_files(spark, cfg)
-        # the text check groups identical fingerprints by text too: hashing the text here, in the pass that
-        # reads it anyway, spares the linking a second read (and shuffle) of every text
         spread = _spread(spark, docs, cfg)
-        docs_hashed = spread.select("*", F.xxhash64(valid_text(F.col(C.TEXT))).alias(C.TEXT_HASH))
-        extra = tuple(c for c in docs_hashed.columns if c not in (C.ID, C.TEXT))
+        extra = tuple(c for c in spread.columns if c not in (C.ID, C.TEXT))
         # not through Spark Connect: its client sends each plan whole, and the summaries' joins would take
         # the linking's plans past the depth Connect's protocol decodes
         check = check_filter(cfg.model, cfg.verify) if spark_context(spark) is not None else None
-        fps = add_fingerprints(docs_hashed, model=cfg.model, extra=extra, check=check)
+        # the text check groups identical fingerprints by text too: hashing the text here, in the pass that
+        # reads it anyway, spares the linking a second read (and shuffle) of every text
+        fps = add_fingerprints(spread, model=cfg.model, extra=extra, check=check, text_hash=True)
         if cfg.input.title_column:
             fps = add_title_fingerprints(fps, model=cfg.title_model)
         fps = ctx.persist(fps)

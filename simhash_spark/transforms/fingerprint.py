@@ -26,11 +26,16 @@ from simhash_spark.core.fingerprint import (
     Fingerprinter,
     ModelOptions,
 )
+from simhash_spark.core.spark_hash import xxhash64
+from simhash_spark.core.utf8 import repaired_texts
 from simhash_spark.faults import maybe_fail
 from simhash_spark.transforms.driver_frames import driver_frame
 
 _RESULT_SCHEMA = f"{C.FINGERPRINT} long, {C.STATUS} string, {C.N_CHARS} int"
 _INVALID = "_invalid"
+_REPAIRED_HASH = "_repaired_hash"
+# Spark 4.1 and later: UDFs over Arrow arrays, which take any bytes
+_ARROW_UDFS = hasattr(F, "arrow_udf")
 
 
 def model_files(model: ModelOptions) -> list[str]:
@@ -64,15 +69,20 @@ def _localized(model: ModelOptions) -> ModelOptions:
 
 def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> Any:
     """The fingerprint UDF: Arrow arrays in and out where Spark has Arrow UDFs (4.1 and later; no pandas
-    conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the check summaries)."""
-    schema = _RESULT_SCHEMA + (f", {C.CHECK_SUMMARY} binary" if check is not None else "")
-    if hasattr(F, "arrow_udf"):
+    conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the check summaries).
 
-        @F.arrow_udf(schema)  # type: ignore[call-overload]
+    The Arrow UDF takes texts as Spark read them, invalid UTF-8 included (``core.utf8.repaired_texts``): a
+    repaired row's status says so (when it has a fingerprint), and ``_REPAIRED_HASH`` holds the text hash of
+    its repaired text (null for the other rows). The pandas UDF needs valid UTF-8 (``valid_text``)."""
+    schema = _RESULT_SCHEMA + (f", {C.CHECK_SUMMARY} binary" if check is not None else "")
+    if _ARROW_UDFS:
+
+        @F.arrow_udf(f"{schema}, {_REPAIRED_HASH} long")  # type: ignore[call-overload]
         def fingerprint_arrow(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
             fp = _task_fingerprinter(model, check)
             for texts in batches:
-                yield _result_struct(fp.batch(texts.to_numpy(zero_copy_only=False).tolist()))
+                values, repaired = repaired_texts(texts)
+                yield _result_struct(fp.batch(values), _repairs(values, repaired))
 
         return fingerprint_arrow
 
@@ -85,6 +95,15 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
     return fingerprint
 
 
+def _repairs(texts: list[str | None], repaired: np.ndarray | None) -> list[int | None]:
+    """``_REPAIRED_HASH`` of a batch: Spark's ``xxhash64`` of each repaired text, null for the others."""
+    if repaired is None:
+        return [None] * len(texts)
+    return [
+        xxhash64((t,), "string") if bad else None for t, bad in zip(texts, repaired.tolist(), strict=True)
+    ]
+
+
 def _task_fingerprinter(model: ModelOptions, check: CheckFilter | None) -> Fingerprinter:
     """What each fingerprint task starts with, in the Python worker that runs it: the worker keeps the
     memory its batches free (``keep_freed_memory``), and a fresh fingerprinter (the heavy state inside is
@@ -95,17 +114,24 @@ def _task_fingerprinter(model: ModelOptions, check: CheckFilter | None) -> Finge
     return fp
 
 
-def _result_struct(res: FingerprintBatch) -> pa.StructArray:
-    """``_result_frame`` as one Arrow struct array."""
+def _result_struct(res: FingerprintBatch, repaired_hashes: list[int | None]) -> pa.StructArray:
+    """``_result_frame`` as one Arrow struct array, with ``_REPAIRED_HASH`` (``_repairs``); a repaired row
+    with a fingerprint has the status ``invalid_utf8``."""
+    status = [
+        INVALID_UTF8 if h is not None and s in FINGERPRINTED else s
+        for s, h in zip(res.status, repaired_hashes, strict=True)
+    ]
     arrays = [
         pa.array(res.fingerprint, type=pa.int64(), mask=~res.has_fingerprint),
-        pa.array(res.status, type=pa.string()),
+        pa.array(status, type=pa.string()),
         pa.array(res.n_chars.astype(np.int32), type=pa.int32()),
     ]
     names = [C.FINGERPRINT, C.STATUS, C.N_CHARS]
     if res.check_summary is not None:
         arrays.append(pa.array(res.check_summary, type=pa.binary()))
         names.append(C.CHECK_SUMMARY)
+    arrays.append(pa.array(repaired_hashes, type=pa.int64()))
+    names.append(_REPAIRED_HASH)
     return pa.StructArray.from_arrays(arrays, names=names)
 
 
@@ -169,33 +195,44 @@ def add_fingerprints(
     model: ModelOptions,
     extra: tuple[str, ...] = (),
     check: CheckFilter | None = None,
+    text_hash: bool = False,
 ) -> DataFrame:
     """Fingerprint every document.
 
     In: ``id``, ``text`` (nullable string) and the ``extra`` columns.
     Out: ``id``, ``fingerprint`` (LONG, null unless the status is fingerprinted), ``fingerprint_hex``,
-    ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``check``
+    ``status``, ``n_chars``, then the ``extra`` columns unchanged, then with ``text_hash`` ``text_hash``
+    (``xxhash64`` of the text as ``valid_text`` gives it), then with ``check``
     (``core.fingerprint.check_filter``) ``check_summary`` (binary, ``CheckFilter.summary``; null for a
     short text or a row without features). One row per input row.
-    Invalid UTF-8 (which Arrow cannot hand to Python) is repaired on the JVM side first and the row's
-    status says so.
+    Invalid UTF-8 is fingerprinted repaired (as ``valid_text`` repairs it) and the row's status says so.
     """
     text = F.col(C.TEXT)
-    # checked once: the check scans every byte, and the optimizer keeps a column used twice computed once
-    checked = docs.select("*", _is_invalid_utf8(text).alias(_INVALID))
-    repaired = F.when(F.col(_INVALID), _made_valid(text)).otherwise(text)
-    res = checked.select("*", _fingerprint_udf(model, check)(repaired).alias("_fp"))
+    if _ARROW_UDFS:
+        # the UDF repairs what needs it: checking every byte on the JVM first would cost more than the
+        # Python side's decoding, which checks them anyway
+        res = docs.select("*", _fingerprint_udf(model, check)(text).alias("_fp"))
+        status = F.col(f"_fp.{C.STATUS}")
+        hashed = F.coalesce(F.col(f"_fp.{_REPAIRED_HASH}"), F.xxhash64(text))
+    else:
+        # checked once: the check scans every byte, and the optimizer keeps a column used twice computed once
+        checked = docs.select("*", _is_invalid_utf8(text).alias(_INVALID))
+        repaired = F.when(F.col(_INVALID), _made_valid(text)).otherwise(text)
+        res = checked.select("*", _fingerprint_udf(model, check)(repaired).alias("_fp"))
+        fp_status = F.col(f"_fp.{C.STATUS}")
+        status = F.when(F.col(_INVALID) & is_fingerprinted(fp_status), F.lit(INVALID_UTF8)).otherwise(
+            fp_status
+        )
+        hashed = F.xxhash64(repaired)
     summary = [F.col(f"_fp.{C.CHECK_SUMMARY}").alias(C.CHECK_SUMMARY)] if check is not None else []
-    status = F.col(f"_fp.{C.STATUS}")
     return res.select(
         F.col(C.ID),
         F.col(f"_fp.{C.FINGERPRINT}").alias(C.FINGERPRINT),
         fingerprint_hex(F.col(f"_fp.{C.FINGERPRINT}")).alias(C.FINGERPRINT_HEX),
-        F.when(F.col(_INVALID) & is_fingerprinted(status), F.lit(INVALID_UTF8))
-        .otherwise(status)
-        .alias(C.STATUS),
+        status.alias(C.STATUS),
         F.col(f"_fp.{C.N_CHARS}").alias(C.N_CHARS),
         *[F.col(c) for c in extra],
+        *([hashed.alias(C.TEXT_HASH)] if text_hash else []),
         *summary,
     )
 
