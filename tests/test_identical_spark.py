@@ -20,6 +20,7 @@ def test_groups_expand_to_every_member_pair_and_big_groups_to_stars(spark):
     rng = random.Random(4)
     fingerprint_of = {i: rng.choice([10, 20, 30, 40, 50]) for i in range(40)}
     fingerprint_of.update({100 + i: 60 for i in range(7)})  # one group over the limit
+    fingerprint_of.update({200: 70, 201: 80})  # two documents alone with their fingerprints
     keyed = spark.createDataFrame(sorted(fingerprint_of.items()), "id long, fingerprint long")
     groups = fingerprint_groups(keyed)
     members = group_members(keyed, groups)
@@ -35,6 +36,8 @@ def test_groups_expand_to_every_member_pair_and_big_groups_to_stars(spark):
         [
             (rep[10], rep[20], 5, 0.9, VERIFIED),
             (min(rep[20], rep[60]), max(rep[20], rep[60]), 3, 0.95, VERIFIED),
+            (rep[10], rep[70], 7, 0.85, VERIFIED),  # a group and a document alone
+            (rep[70], rep[80], 2, 0.99, VERIFIED),  # two documents alone
         ],
         "id_a long, id_b long, distance int, similarity double, reason string",
     )
@@ -50,7 +53,7 @@ def test_groups_expand_to_every_member_pair_and_big_groups_to_stars(spark):
         else:
             want |= {(min(ids), m, 0, IDENTICAL) for m in ids if m != min(ids)}
     stand = {f: ids if len(ids) <= limit else [min(ids)] for f, ids in by_fp.items()}
-    for fa, fb, d in ((10, 20, 5), (20, 60, 3)):
+    for fa, fb, d in ((10, 20, 5), (20, 60, 3), (10, 70, 7), (70, 80, 2)):
         want |= {(min(a, b), max(a, b), d, VERIFIED) for a in stand[fa] for b in stand[fb]}
     assert got == want
     within = groups.select(within_group_pairs(groups[GROUP_SIZE], limit).alias("n")).collect()

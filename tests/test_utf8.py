@@ -65,7 +65,9 @@ def test_python_repairs_what_spark_repairs_as_spark_does(spark):
     assert repaired is not None and 1000 < int(repaired.sum()) < len(values)
     for i, value in enumerate(values):
         expected_text, expected_bad = by_spark[i]
-        assert (texts[i], bool(repaired[i])) == (expected_text, bool(expected_bad) and value is not None), value
+        assert (texts[i], bool(repaired[i])) == (expected_text, bool(expected_bad) and value is not None), (
+            value
+        )
 
 
 def _stage_rows(spark, values, check: CheckFilter | None):

@@ -68,16 +68,20 @@ def expand_pairs(rep_pairs: DataFrame, members: DataFrame, *, max_group: int) ->
     pairs inside a group have reason "identical_fingerprint".
     """
     small = F.col(GROUP_SIZE) <= max_group
+    # most documents are alone in their group and stand for themselves: only the others are joined (a
+    # representative without rows here is its own stand-in), so the joins shuffle the groups, not the input
+    shared = members.where(F.col(GROUP_SIZE) > 1)
     # who stands for a group in cross-group pairs: all members of a small group, the representative of a big one
-    stand_in = members.where(small | (F.col(MEMBER) == F.col(REP))).select(REP, MEMBER)
+    stand_in = shared.where(small | (F.col(MEMBER) == F.col(REP))).select(REP, MEMBER)
     xa = stand_in.select(F.col(REP).alias("ra"), F.col(MEMBER).alias("ma"))
     xb = stand_in.select(F.col(REP).alias("rb"), F.col(MEMBER).alias("mb"))
+    ma, mb = F.coalesce("ma", C.ID_A), F.coalesce("mb", C.ID_B)
     cross = (
-        rep_pairs.join(xa, on=F.col(C.ID_A) == F.col("ra"), how="inner")
-        .join(xb, on=F.col(C.ID_B) == F.col("rb"), how="inner")
+        rep_pairs.join(xa, on=F.col(C.ID_A) == F.col("ra"), how="left")
+        .join(xb, on=F.col(C.ID_B) == F.col("rb"), how="left")
         .select(
-            F.least("ma", "mb").alias(C.ID_A),
-            F.greatest("ma", "mb").alias(C.ID_B),
+            F.least(ma, mb).alias(C.ID_A),
+            F.greatest(ma, mb).alias(C.ID_B),
             F.col(C.DISTANCE),
             F.col(C.SIMILARITY),
             F.col(C.REASON),
@@ -88,12 +92,12 @@ def expand_pairs(rep_pairs: DataFrame, members: DataFrame, *, max_group: int) ->
         F.lit(None).cast("double").alias(C.SIMILARITY),
         F.lit(IDENTICAL).alias(C.REASON),
     ]
-    a = members.where(small).select(F.col(REP).alias("r1"), F.col(MEMBER).alias("m1"))
-    b = members.where(small).select(F.col(REP).alias("r2"), F.col(MEMBER).alias("m2"))
+    a = shared.where(small).select(F.col(REP).alias("r1"), F.col(MEMBER).alias("m1"))
+    b = shared.where(small).select(F.col(REP).alias("r2"), F.col(MEMBER).alias("m2"))
     within_small = a.join(
         b, on=(F.col("r1") == F.col("r2")) & (F.col("m1") < F.col("m2")), how="inner"
     ).select(F.col("m1").alias(C.ID_A), F.col("m2").alias(C.ID_B), *same)
-    within_big = members.where(~small & (F.col(MEMBER) != F.col(REP))).select(
+    within_big = shared.where(~small & (F.col(MEMBER) != F.col(REP))).select(
         F.least(REP, MEMBER).alias(C.ID_A), F.greatest(REP, MEMBER).alias(C.ID_B), *same
     )
     return cross.unionByName(within_small).unionByName(within_big)
