@@ -95,10 +95,11 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
     return fingerprint
 
 
-def _repairs(texts: list[str | None], repaired: np.ndarray | None) -> list[int | None]:
-    """``_REPAIRED_HASH`` of a batch: Spark's ``xxhash64`` of each repaired text, null for the others."""
+def _repairs(texts: list[str | None], repaired: np.ndarray | None) -> list[int | None] | None:
+    """``_REPAIRED_HASH`` of a batch: Spark's ``xxhash64`` of each repaired text, null for the others
+    (``None`` for a batch without repairs)."""
     if repaired is None:
-        return [None] * len(texts)
+        return None
     return [
         xxhash64((t,), "string") if bad else None for t, bad in zip(texts, repaired.tolist(), strict=True)
     ]
@@ -114,13 +115,16 @@ def _task_fingerprinter(model: ModelOptions, check: CheckFilter | None) -> Finge
     return fp
 
 
-def _result_struct(res: FingerprintBatch, repaired_hashes: list[int | None]) -> pa.StructArray:
+def _result_struct(res: FingerprintBatch, repaired_hashes: list[int | None] | None) -> pa.StructArray:
     """``_result_frame`` as one Arrow struct array, with ``_REPAIRED_HASH`` (``_repairs``); a repaired row
     with a fingerprint has the status ``invalid_utf8``."""
-    status = [
-        INVALID_UTF8 if h is not None and s in FINGERPRINTED else s
-        for s, h in zip(res.status, repaired_hashes, strict=True)
-    ]
+    status, hashes = res.status, pa.nulls(len(res.status), pa.int64())
+    if repaired_hashes is not None:  # rare: a batch holding invalid UTF-8
+        status = [
+            INVALID_UTF8 if h is not None and s in FINGERPRINTED else s
+            for s, h in zip(status, repaired_hashes, strict=True)
+        ]
+        hashes = pa.array(repaired_hashes, type=pa.int64())
     arrays = [
         pa.array(res.fingerprint, type=pa.int64(), mask=~res.has_fingerprint),
         pa.array(status, type=pa.string()),
@@ -130,7 +134,7 @@ def _result_struct(res: FingerprintBatch, repaired_hashes: list[int | None]) -> 
     if res.check_summary is not None:
         arrays.append(pa.array(res.check_summary, type=pa.binary()))
         names.append(C.CHECK_SUMMARY)
-    arrays.append(pa.array(repaired_hashes, type=pa.int64()))
+    arrays.append(hashes)
     names.append(_REPAIRED_HASH)
     return pa.StructArray.from_arrays(arrays, names=names)
 
