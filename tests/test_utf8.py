@@ -55,6 +55,11 @@ def test_only_the_invalid_rows_are_repaired_and_flagged(large):
     assert repaired is not None and repaired.tolist() == [False, False, True, True]
 
 
+@pytest.mark.skipif(
+    not fingerprint_stage._ARROW_UDFS,
+    reason="the Python repair runs only where Spark has Arrow UDFs (4.1 and later); before, the JVM repairs "
+    "every text, and Spark 3.5's decoder replaces some malformed sequences with fewer U+FFFD",
+)
 def test_python_repairs_what_spark_repairs_as_spark_does(spark):
     values = fuzzed(6000, seed=3)
     df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, b binary")

@@ -10,8 +10,8 @@ import pyarrow as pa
 def repaired_texts(values: pa.Array) -> tuple[list[str | None], np.ndarray | None]:
     """The texts of ``values`` (a string array) as Python strings, and which rows needed repair (``None``
     when none did). A row that is not valid UTF-8 gets each maximal invalid subsequence replaced by one
-    U+FFFD, as Python's ``"replace"`` and Spark's ``make_valid_utf8`` both do (tests/test_utf8.py checks
-    them against each other).
+    U+FFFD, as Python's ``"replace"`` and Spark 4's ``make_valid_utf8`` both do (tests/test_utf8.py checks
+    them against each other; Spark 3.5's decoder differs on some malformed sequences).
 
     Valid batches cost no pass of their own: decoding them is the check. Only a batch that fails it is
     decoded again row by row."""
