@@ -71,9 +71,9 @@ def _fingerprint_udf(model: ModelOptions, check: CheckFilter | None = None) -> A
     """The fingerprint UDF: Arrow arrays in and out where Spark has Arrow UDFs (4.1 and later; no pandas
     conversion on either side), else a pandas UDF. Both return ``_RESULT_SCHEMA`` (and the check summaries).
 
-    The Arrow UDF takes texts as Spark read them, invalid UTF-8 included (``core.utf8.repaired_texts``): a
-    repaired row's status says so (when it has a fingerprint), and ``_REPAIRED_HASH`` holds the text hash of
-    its repaired text (null for the other rows). The pandas UDF needs valid UTF-8 (``valid_text``)."""
+    The Arrow UDF takes texts as Spark read them, invalid UTF-8 included (``core.utf8.repaired_texts``):
+    ``_REPAIRED_HASH`` holds the text hash of a repaired row's text (null for the other rows). The pandas
+    UDF needs valid UTF-8 (``valid_text``)."""
     schema = _RESULT_SCHEMA + (f", {C.CHECK_SUMMARY} binary" if check is not None else "")
     if _ARROW_UDFS:
 
@@ -116,18 +116,13 @@ def _task_fingerprinter(model: ModelOptions, check: CheckFilter | None) -> Finge
 
 
 def _result_struct(res: FingerprintBatch, repaired_hashes: list[int | None] | None) -> pa.StructArray:
-    """``_result_frame`` as one Arrow struct array, with ``_REPAIRED_HASH`` (``_repairs``); a repaired row
-    with a fingerprint has the status ``invalid_utf8``."""
-    status, hashes = res.status, pa.nulls(len(res.status), pa.int64())
+    """``_result_frame`` as one Arrow struct array, with ``_REPAIRED_HASH`` (``_repairs``)."""
+    hashes = pa.nulls(len(res.status), pa.int64())
     if repaired_hashes is not None:  # rare: a batch holding invalid UTF-8
-        status = [
-            INVALID_UTF8 if h is not None and s in FINGERPRINTED else s
-            for s, h in zip(status, repaired_hashes, strict=True)
-        ]
         hashes = pa.array(repaired_hashes, type=pa.int64())
     arrays = [
         pa.array(res.fingerprint, type=pa.int64(), mask=~res.has_fingerprint),
-        pa.array(status, type=pa.string()),
+        pa.array(res.status, type=pa.string()),
         pa.array(res.n_chars.astype(np.int32), type=pa.int32()),
     ]
     names = [C.FINGERPRINT, C.STATUS, C.N_CHARS]
@@ -216,18 +211,16 @@ def add_fingerprints(
         # the UDF repairs what needs it: checking every byte on the JVM first would cost more than the
         # Python side's decoding, which checks them anyway
         res = docs.select("*", _fingerprint_udf(model, check)(text).alias("_fp"))
-        status = F.col(f"_fp.{C.STATUS}")
+        invalid = F.col(f"_fp.{_REPAIRED_HASH}").isNotNull()
         hashed = F.coalesce(F.col(f"_fp.{_REPAIRED_HASH}"), F.xxhash64(text))
     else:
         # checked once: the check scans every byte, and the optimizer keeps a column used twice computed once
         checked = docs.select("*", _is_invalid_utf8(text).alias(_INVALID))
         repaired = F.when(F.col(_INVALID), _made_valid(text)).otherwise(text)
         res = checked.select("*", _fingerprint_udf(model, check)(repaired).alias("_fp"))
-        fp_status = F.col(f"_fp.{C.STATUS}")
-        status = F.when(F.col(_INVALID) & is_fingerprinted(fp_status), F.lit(INVALID_UTF8)).otherwise(
-            fp_status
-        )
-        hashed = F.xxhash64(repaired)
+        invalid, hashed = F.col(_INVALID), F.xxhash64(repaired)
+    fp_status = F.col(f"_fp.{C.STATUS}")
+    status = F.when(invalid & is_fingerprinted(fp_status), F.lit(INVALID_UTF8)).otherwise(fp_status)
     summary = [F.col(f"_fp.{C.CHECK_SUMMARY}").alias(C.CHECK_SUMMARY)] if check is not None else []
     return res.select(
         F.col(C.ID),
