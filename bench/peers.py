@@ -226,23 +226,28 @@ def _sorted_shingles(texts: pd.Series) -> pd.Series:
 
 def timed(cmd: list[str], timeout: float | None = None) -> tuple[float, bool]:
     """(seconds, finished): a command past ``timeout`` is stopped with its process group; one that fails
-    has not finished either."""
+    has not finished either, and the end of what it wrote to stderr is printed."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return time.perf_counter() - start, False
-    if rc:  # a peer that fails (e.g. killed for its memory) is reported, not fatal to the others
-        print(f"{cmd[-5:]}: exit {rc}", file=sys.stderr)
-        return time.perf_counter() - start, False
-    return time.perf_counter() - start, True
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return time.perf_counter() - start, False
+        took = time.perf_counter() - start
+        if rc:  # a peer that fails (e.g. killed for its memory) is reported, not fatal to the others
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace")[-2000:]
+            print(f"{cmd[-5:]}: exit {rc}\n{tail}", file=sys.stderr)
+            return took, False
+    return took, True
 
 
 def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str], Path]:
     py, me = sys.executable, str(Path(__file__).resolve())
+    work.mkdir(parents=True, exist_ok=True)  # a single-process peer writes its pairs file into it
     out = work / peer
     if peer.startswith("job"):
         src = small if "_20" in peer else corpus
