@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from simhash_spark.core.sketch_bands import (
     BAND_BINS,
     BANDS,
     NO_KEY,
+    arrow_stored_keys,
     band_pairs,
     drop_hot,
     share_band,
@@ -46,6 +48,28 @@ def test_keys_are_the_bands_bytes_and_none_with_an_empty_bin(sketches: list[byte
     assert keys.dtype == np.uint32
     assert keys.tolist() == [naive_keys(s) for s in sketches]
     assert stored_keys([*sketches, None]).tolist() == [*keys.tolist(), [NO_KEY] * BANDS]
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.binary(min_size=BINS, max_size=BINS)), max_size=20),
+    st.integers(0, 3),
+    st.sampled_from([pa.binary(), pa.large_binary()]),
+)
+@settings(max_examples=100, deadline=None)
+def test_keys_of_an_arrow_column_are_the_stored_keys(
+    stored: list[bytes | None], skip: int, kind: pa.DataType
+) -> None:
+    column = pa.array([b"\x01" * BINS] * skip + stored, type=kind).slice(skip)  # a slice: offset > 0
+    keys = arrow_stored_keys(column)
+    assert keys.shape == (len(stored), BANDS)
+    assert keys.tolist() == stored_keys(stored).tolist()
+    chunked = pa.chunked_array([column.slice(0, len(stored) // 2), column.slice(len(stored) // 2)], kind)
+    assert arrow_stored_keys(chunked).tolist() == keys.tolist()
+
+
+def test_a_sketch_of_another_length_is_refused() -> None:
+    with pytest.raises(pa.ArrowInvalid):
+        arrow_stored_keys(pa.array([b"\x01" * BINS, b"\x01" * (BINS - 1)]))
 
 
 def brute_force_pairs(keys: np.ndarray) -> set[tuple[int, int]]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from simhash_spark.core.sketch_filter import BINS
 
@@ -47,6 +48,20 @@ def stored_keys(stored: Sequence[bytes | None]) -> np.ndarray:
     for row, sketch in enumerate(stored):
         if sketch is not None:
             raw[row] = np.frombuffer(sketch, dtype=np.uint8)
+    return sketch_keys(raw)
+
+
+def arrow_stored_keys(stored: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``stored_keys`` of a binary Arrow column (null: no sketch), without a Python object per row."""
+    if isinstance(stored, pa.ChunkedArray):
+        stored = stored.combine_chunks()
+    raw = np.zeros((len(stored), BINS), dtype=np.uint8)
+    present = stored.is_valid()
+    rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+    # a sketch of another length raises here, as np.frombuffer does in stored_keys
+    fixed = stored.filter(present).cast(pa.binary(BINS))
+    data = np.frombuffer(fixed.buffers()[1], dtype=np.uint8)
+    raw[rows] = data[fixed.offset * BINS : (fixed.offset + len(fixed)) * BINS].reshape(-1, BINS)
     return sketch_keys(raw)
 
 

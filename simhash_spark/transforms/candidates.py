@@ -17,13 +17,13 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
-from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
 from simhash_spark.core.bucket_pairs import TableJoin, band_join_finds, bucket_pairs, join_tables
 from simhash_spark.core.simhash import popcount, to_unsigned
-from simhash_spark.core.sketch_bands import BANDS, NO_KEY, band_pairs, stored_keys
+from simhash_spark.core.sketch_bands import BANDS, NO_KEY, arrow_stored_keys, band_pairs, stored_keys
 from simhash_spark.transforms.classic import spark_context
 
 SKETCH_PAIR = -1  # the band of a pair row only the sketch bands gave (in_task_band_join)
@@ -147,29 +147,38 @@ class Collected:
     """(id, fingerprint) of every representative, on the driver: what the band join inside tasks ships,
     and what the design choice counts; with sketch bands, each one's band keys too."""
 
-    ids: np.ndarray
+    ids: pa.Array  # of the id column's Arrow type
     fingerprints: np.ndarray  # int64
     id_type: DataType
     sketch_keys: np.ndarray | None = None  # (n, BANDS) uint32, core.sketch_bands.sketch_keys
 
 
+def _arrow_of(frame: DataFrame) -> pa.Table:
+    """``frame`` collected as an Arrow table (no pandas conversion, no Python object per value)."""
+    if hasattr(frame, "toArrow"):  # Spark 4.0+
+        return frame.toArrow()
+    schema = to_arrow_schema(frame.schema)
+    batches = frame._collect_as_arrow()  # type: ignore[operator]  # Spark 3.5: toArrow is 4.0+
+    return pa.Table.from_batches(batches, schema=schema)
+
+
 def collect_fingerprints(reps: DataFrame, summaries: DataFrame | None = None) -> Collected:
     """In: ``reps`` (``id``, ``fingerprint``); for the sketch bands, ``summaries`` (``id``,
     ``check_summary``: the sketches). One action each."""
-    frame: pd.DataFrame = reps.select(C.ID, C.FINGERPRINT).toPandas()
+    id_type = reps.schema[C.ID].dataType
+    table = _arrow_of(reps.select(C.ID, C.FINGERPRINT))
+    ids = table.column(C.ID).combine_chunks().cast(to_arrow_type(id_type))
     keys = None
     if summaries is not None:
-        sketches: pd.DataFrame = summaries.select(C.ID, C.CHECK_SUMMARY).toPandas()
+        sketches = _arrow_of(summaries.select(C.ID, C.CHECK_SUMMARY))
         # a representative without a sketch (a short text) has no key in any band
-        by_id = pd.Series(sketches[C.CHECK_SUMMARY].to_numpy(), index=sketches[C.ID].to_numpy())
-        aligned = by_id.reindex(frame[C.ID].to_numpy()).tolist()
-        keys = stored_keys([bytes(v) if isinstance(v, bytes | bytearray) else None for v in aligned])
-    return Collected(
-        frame[C.ID].to_numpy(),
-        frame[C.FINGERPRINT].to_numpy(dtype=np.int64),
-        reps.schema[C.ID].dataType,
-        keys,
-    )
+        at = pc.index_in(ids, value_set=sketches.column(C.ID).combine_chunks().cast(ids.type))
+        found = at.is_valid().to_numpy(zero_copy_only=False)
+        held = arrow_stored_keys(sketches.column(C.CHECK_SUMMARY))
+        keys = np.full((len(ids), BANDS), NO_KEY, dtype=np.uint32)
+        keys[found] = held[at.drop_null().to_numpy()]
+    fingerprints = table.column(C.FINGERPRINT).to_numpy().astype(np.int64, copy=False)
+    return Collected(ids, fingerprints, id_type, keys)
 
 
 def in_task_band_join(
@@ -193,7 +202,6 @@ def in_task_band_join(
     ``band_key``, ``bucket_size`` of every hot bucket and each table's ten largest; pair columns null).
     """
     shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints, reps.sketch_keys))
-    id_arrow_type = to_arrow_type(reps.id_type)
     table_masks = np.array(masks, dtype=np.int64)
     n_tasks = max(1, min(tasks, max(len(masks), BANDS if reps.sketch_keys is not None else 0)))
 
@@ -208,14 +216,13 @@ def in_task_band_join(
                     k=max_distance,
                     limit=hot_bucket_limit,
                 )
-                id_values = pa.array(ids, type=id_arrow_type)
-                yield _joined_batch(id_values, joined)
+                yield _joined_batch(ids, joined)
                 if keys is not None:
                     finds = band_join_finds(fps, table_masks, max_distance)
                     i, j = band_pairs(keys, range(group, BANDS, n_tasks), skip=finds)
                     d = popcount(to_unsigned(fps[i]) ^ to_unsigned(fps[j])).astype(np.int32)
                     marked = TableJoin(i, j, d, [])
-                    yield _joined_batch(id_values, marked, band=SKETCH_PAIR)
+                    yield _joined_batch(ids, marked, band=SKETCH_PAIR)
 
     id_type = reps.id_type.simpleString()
     schema = (
