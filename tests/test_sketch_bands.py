@@ -63,6 +63,7 @@ def test_keys_of_an_arrow_column_are_the_stored_keys(
     keys = arrow_stored_keys(column)
     assert keys.shape == (len(stored), BANDS)
     assert keys.tolist() == stored_keys(stored).tolist()
+    assert keys.tolist() == [[NO_KEY] * BANDS if s is None else naive_keys(s) for s in stored]
     chunked = pa.chunked_array([column.slice(0, len(stored) // 2), column.slice(len(stored) // 2)], kind)
     assert arrow_stored_keys(chunked).tolist() == keys.tolist()
 

@@ -44,21 +44,17 @@ def sketch_keys(sketches: np.ndarray) -> np.ndarray:
 
 def stored_keys(stored: Sequence[bytes | None]) -> np.ndarray:
     """``sketch_keys`` of stored sketches (a document without one has no key in any band)."""
-    raw = np.zeros((len(stored), BINS), dtype=np.uint8)
-    for row, sketch in enumerate(stored):
-        if sketch is not None:
-            raw[row] = np.frombuffer(sketch, dtype=np.uint8)
-    return sketch_keys(raw)
+    return arrow_stored_keys(pa.array(list(stored), type=pa.binary()))
 
 
 def arrow_stored_keys(stored: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """``stored_keys`` of a binary Arrow column (null: no sketch), without a Python object per row."""
+    """``sketch_keys`` of a binary Arrow column of stored sketches (null: no sketch, no key in any band)."""
     if isinstance(stored, pa.ChunkedArray):
         stored = stored.combine_chunks()
     raw = np.zeros((len(stored), BINS), dtype=np.uint8)
     present = stored.is_valid()
     rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
-    # a sketch of another length raises here, as np.frombuffer does in stored_keys
+    # a sketch of another length raises here (pa.ArrowInvalid)
     fixed = stored.filter(present).cast(pa.binary(BINS))
     data = np.frombuffer(fixed.buffers()[1], dtype=np.uint8)
     raw[rows] = data[fixed.offset * BINS : (fixed.offset + len(fixed)) * BINS].reshape(-1, BINS)
