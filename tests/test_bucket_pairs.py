@@ -53,16 +53,20 @@ def design_and_fingerprints(seed: int, spec: tuple[str, int], n_near: int):
     seed=st.integers(0, 2**32 - 1),
     spec=st.sampled_from([("4x16", 3), ("blocks:6", 4), ("lsh:6,5", 9), ("lsh:3,2", 12)]),
     small=st.sampled_from([2, 4, 48]),
+    dense=st.sampled_from([0.0, 0.2, 1.01]),
 )
-def test_bucket_pairs_equal_brute_force(seed, spec, small):
+def test_bucket_pairs_equal_brute_force(seed, spec, small, dense):
     masks, k, random, near = design_and_fingerprints(seed, spec, 60)
     fps = np.unique(np.concatenate([random, near]))
     t, key, f = rows_for(fps, masks)
-    old, bp.SMALL = bp.SMALL, small  # both code paths: size-grouped small buckets and one-by-one large ones
+    # every code path: small buckets by offsets (the whole array shifted, then the rows that qualify) and
+    # large ones one by one
+    old = bp.SMALL, bp.DENSE_SHARE
+    bp.SMALL, bp.DENSE_SHARE = small, dense
     try:
         i, j, d = bp.bucket_pairs(t, key, f, k=k, masks=masks)
     finally:
-        bp.SMALL = old
+        bp.SMALL, bp.DENSE_SHARE = old
     got = set(zip(i.tolist(), j.tolist(), d.tolist(), strict=True))
     assert got == brute(t, key, f, k, masks)
     assert len(got) == len(i)
@@ -112,7 +116,18 @@ def brute_table_join(fps, masks, k, limit):
 @settings(max_examples=30, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
-    spec=st.sampled_from([("4x16", 3), ("blocks:6", 4), ("lsh:6,5", 9), ("lsh:3,2", 12)]),
+    # keys of up to 16 bits, of 17-32 (two radix passes) and of more than 32 (compared)
+    spec=st.sampled_from(
+        [
+            ("4x16", 3),
+            ("blocks:6", 4),
+            ("lsh:6,5", 9),
+            ("lsh:3,2", 12),
+            ("lsh:4,24", 8),
+            ("2x32", 1),
+            ("lsh:3,40", 6),
+        ]
+    ),
     groups=st.integers(1, 4),
     limit=st.sampled_from([3, 8, 10_000]),
 )
@@ -136,3 +151,30 @@ def test_tables_joined_in_groups_equal_brute_force(seed, spec, groups, limit):
     for t in range(len(masks)):
         top = sorted(size[t].values(), reverse=True)[:10]
         assert sorted((n for n, bt, _ in buckets if bt == t), reverse=True)[: len(top)] == top
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    mask=st.integers(0, 2**64 - 1),
+    n=st.integers(0, 300),
+    few=st.integers(1, 8),
+)
+def test_compact_keys_group_and_sort_as_the_masked_values(seed, mask, n, few):
+    """``compact_keys`` + ``key_order`` against the masked fingerprints themselves: equal keys exactly for
+    equal masked values, sorted in the same order, at every mask width (values drawn from a few so that
+    buckets hold several rows)."""
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 2**64, size=few, dtype=np.uint64)
+    u = pool[rng.integers(0, few, size=n)] ^ rng.integers(0, 2**64, size=n, dtype=np.uint64) & np.uint64(
+        rng.integers(0, 2**64, dtype=np.uint64)
+    )
+    keys, width = bp.compact_keys(u, mask)
+    assert width == bin(mask).count("1")
+    masked = u & np.uint64(mask)
+    order = bp.key_order(keys, width)
+    assert sorted(order.tolist()) == list(range(n))
+    assert np.all(masked[order][1:] >= masked[order][:-1])
+    _, by_masked = np.unique(masked, return_inverse=True)
+    _, by_key = np.unique(keys, return_inverse=True)
+    assert np.array_equal(by_masked, by_key)

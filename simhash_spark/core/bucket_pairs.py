@@ -9,6 +9,7 @@ use fewer tables of fewer bits (``core.bands.cheapest_lsh``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -16,8 +17,9 @@ import numpy as np
 
 from simhash_spark.core.simhash import popcount, to_unsigned
 
-SMALL = 128  # buckets below this size are compared together, grouped by size; larger ones one by one
+SMALL = 128  # buckets below this size are compared together, by offsets; larger ones one by one
 CHUNK = 1 << 21  # pairs (or matrix cells) held at once
+DENSE_SHARE = 0.2  # below this share of rows with a partner d places on, only those rows are compared
 
 
 def group_starts(tables: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
@@ -33,11 +35,38 @@ def group_starts(tables: np.ndarray | None, keys: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change, [n])).astype(np.int64)
 
 
-def _triu(size: int, cache: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    if size not in cache:
-        i, j = np.triu_indices(size, 1)
-        cache[size] = (i.astype(np.int64), j.astype(np.int64))
-    return cache[size]
+def _small_bucket_pairs(
+    u: np.ndarray, starts: np.ndarray, sizes: np.ndarray, k: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Row pairs (i, i + d) within ``k`` of the buckets under ``SMALL`` rows, one offset d at a time: a row
+    meets the row d places on when at least d rows follow it in its bucket. While most rows qualify the
+    whole array is compared with itself shifted (no gathers); after that only the rows that still
+    qualify, which shrink with d."""
+    n = len(u)
+    small = (sizes >= 2) & (sizes < SMALL)
+    out_i: list[np.ndarray] = []
+    out_j: list[np.ndarray] = []
+    if not small.any():
+        return out_i, out_j
+    # rows after each row in its bucket; none for the rows of large buckets (compared apart)
+    after = np.where(np.repeat(small, sizes), np.repeat(starts[1:], sizes) - np.arange(n) - 1, 0)
+    after = after.astype(np.min_scalar_type(SMALL))  # fewer bytes to read at every offset
+    rows: np.ndarray | None = None
+    for d in range(1, int(sizes[small].max())):
+        if rows is None:
+            qualifies = after[: n - d] >= d
+            if np.count_nonzero(qualifies) >= DENSE_SHARE * (n - d):
+                found = np.flatnonzero(qualifies & (popcount(u[: n - d] ^ u[d:]) <= k))
+                out_i.append(found)
+                out_j.append(found + d)
+                continue
+            rows = np.flatnonzero(qualifies)
+        else:
+            rows = rows[after[rows] >= d]
+        found = rows[popcount(u[rows] ^ u[rows + d]) <= k]
+        out_i.append(found)
+        out_j.append(found + d)
+    return out_i, out_j
 
 
 def _first_table_is(tables: np.ndarray, diff: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -82,28 +111,25 @@ def bucket_pairs(
     ``tables`` (int), ``keys`` (int64), ``fps`` (int64 or uint64): rows sorted by (table, key), every bucket
     complete. ``masks``: the tables' masks (int64 or uint64), indexed by table. Returns (i, j, distance).
     """
-    u = to_unsigned(fps)
-    m = to_unsigned(masks)
-    starts = group_starts(np.asarray(tables), np.asarray(keys))
+    tables = np.asarray(tables)
+    starts = group_starts(tables, np.asarray(keys))
+    return _pairs_in_buckets(
+        starts, lambda rows: tables[rows], to_unsigned(fps), k=k, masks=to_unsigned(masks)
+    )
+
+
+def _pairs_in_buckets(
+    starts: np.ndarray,
+    table_of: Callable[[np.ndarray], np.ndarray],
+    u: np.ndarray,
+    *,
+    k: int,
+    masks: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``bucket_pairs`` of the buckets ``u[starts[b]:starts[b + 1]]`` (uint64), ``table_of`` giving the table
+    of rows (an array of row positions)."""
     sizes = np.diff(starts)
-    out_i: list[np.ndarray] = []
-    out_j: list[np.ndarray] = []
-    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def emit(i: np.ndarray, j: np.ndarray) -> None:
-        d = popcount(u[i] ^ u[j])
-        close = d <= k
-        if close.any():
-            out_i.append(i[close])
-            out_j.append(j[close])
-
-    for size in np.unique(sizes[(sizes >= 2) & (sizes < SMALL)]).tolist():
-        firsts = starts[:-1][sizes == size]
-        ti, tj = _triu(size, cache)
-        per = max(1, CHUNK // len(ti))
-        for s in range(0, len(firsts), per):
-            base = firsts[s : s + per, None]
-            emit((base + ti).ravel(), (base + tj).ravel())
+    out_i, out_j = _small_bucket_pairs(u, starts, sizes, k)
     for g in np.flatnonzero(sizes >= SMALL).tolist():
         lo, hi = int(starts[g]), int(starts[g + 1])
         block = max(1, CHUNK // (hi - lo))
@@ -122,10 +148,49 @@ def bucket_pairs(
     i = np.concatenate(out_i)
     j = np.concatenate(out_j)
     diff = u[i] ^ u[j]
-    first = _first_table_is(np.asarray(tables)[i], diff, m)
+    first = _first_table_is(table_of(i), diff, masks)
     i, j, diff = i[first], j[first], diff[first]
     order = np.lexsort((j, i))
     return i[order], j[order], popcount(diff[order]).astype(np.int32)
+
+
+def compact_keys(u: np.ndarray, mask: int) -> tuple[np.ndarray, int]:
+    """(keys, width): the bits of ``u`` (uint64) under ``mask`` moved down to the low ``width`` bits, in
+    order (what x86's PEXT does), as uint32 — two values share a key exactly when they agree under the
+    mask, and keys sort as the masked values do; a mask of more than 32 bits: the masked values (uint64).
+
+    One lookup per byte of the mask: a 256-entry table maps the byte's masked bits to their place in the
+    key."""
+    mask &= 0xFFFFFFFFFFFFFFFF
+    width = mask.bit_count()
+    if width > 32:
+        return u & np.uint64(mask), width
+    as_bytes = np.ascontiguousarray(u).view(np.uint8).reshape(-1, 8)
+    values = np.arange(256, dtype=np.uint32)
+    keys = np.zeros(len(u), dtype=np.uint32)
+    shift = 0
+    for byte in range(8):
+        bits = [b for b in range(8) if mask >> (8 * byte + b) & 1]
+        if not bits:
+            continue
+        lookup = np.zeros(256, dtype=np.uint32)
+        for place, b in enumerate(bits):
+            lookup |= ((values >> b) & 1) << (shift + place)
+        shift += len(bits)
+        keys |= np.take(lookup, as_bytes[:, byte if sys.byteorder == "little" else 7 - byte])
+    return keys, width
+
+
+def key_order(keys: np.ndarray, width: int) -> np.ndarray:
+    """Positions that sort ``compact_keys``' keys: up to 32 bits, one or two stable passes over 16-bit
+    digits (numpy sorts 16-bit integers by radix, in linear time); wider keys by comparison."""
+    if width > 32:
+        return np.argsort(keys)
+    order = np.argsort(keys.astype(np.uint16), kind="stable")
+    if width > 16:
+        high = (keys >> np.uint32(16)).astype(np.uint16)[order]
+        order = order[np.argsort(high, kind="stable")]
+    return order
 
 
 @dataclass(frozen=True)
@@ -141,21 +206,24 @@ class TableJoin:
 def _table(
     fps: np.ndarray, t: int, masks: np.ndarray, *, k: int, limit: int, top: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
-    """One table: its keys sorted in place (an unstable sort is enough: pairs are a set), buckets over
-    ``limit`` left out, the rest compared (``bucket_pairs``, first-table rule over all ``masks``)."""
-    keys = fps & masks[t]
-    order = np.argsort(keys)
-    keys = keys[order]
-    starts = group_starts(None, keys)
+    """One table: its rows grouped by key (``compact_keys``, ``key_order``; any order inside a bucket is
+    enough: pairs are a set), buckets over ``limit`` left out, the rest compared (first-table rule over all
+    ``masks``)."""
+    u = to_unsigned(fps)
+    keys, width = compact_keys(u, int(masks[t]))
+    order = key_order(keys, width)
+    starts = group_starts(None, keys[order])
     sizes = np.diff(starts)
-    firsts = keys[starts[:-1]]
+    firsts = fps[order[starts[:-1]]] & masks[t]  # each bucket's key as the masked (signed) fingerprint
     # ties: the smaller key first, as for the Spark path's ordering of (size desc, band, key)
     largest = np.lexsort((firsts, -sizes))[:top]
     notable = {int(b) for b in largest.tolist()} | {int(b) for b in np.flatnonzero(sizes > limit).tolist()}
     buckets = [(int(sizes[b]), t, int(firsts[b])) for b in sorted(notable)]
-    keep = np.repeat(sizes <= limit, sizes)
-    rows, keys = order[keep], keys[keep]
-    i, j, d = bucket_pairs(np.full(len(rows), t, dtype=np.int64), keys, fps[rows], k=k, masks=masks)
+    kept = sizes <= limit
+    rows = order[np.repeat(kept, sizes)]
+    kept_starts = np.concatenate(([0], np.cumsum(sizes[kept]))).astype(np.int64)
+    table_m = to_unsigned(masks)
+    i, j, d = _pairs_in_buckets(kept_starts, lambda r: np.full(len(r), t), u[rows], k=k, masks=table_m)
     a, b = rows[i], rows[j]
     return np.minimum(a, b), np.maximum(a, b), d, buckets
 
