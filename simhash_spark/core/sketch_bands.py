@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from simhash_spark.core.bucket_pairs import group_starts
 from simhash_spark.core.sketch_filter import BINS
 
 BAND_BINS = 4
@@ -124,9 +125,7 @@ def band_pairs(
         column = keys[:, band]
         rows = np.flatnonzero(column != NO_KEY)
         rows = rows[np.argsort(column[rows], kind="stable")]
-        sorted_keys = column[rows]
-        change = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
-        starts = np.concatenate(([0], change, [len(rows)])).astype(np.int64)
+        starts = group_starts(None, column[rows])
         for a, b in _bucket_pairs(rows, starts):
             i, j = np.minimum(a, b), np.maximum(a, b)
             keep = _first_shared_band(keys, i, j) == band
