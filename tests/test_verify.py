@@ -1,9 +1,17 @@
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simhash_spark.core.normalize import NormalizeOptions
-from simhash_spark.core.shingles import char_shingles, compact, edit_similarity, jaccard, shingle_jaccard
+from simhash_spark.core.shingles import (
+    char_shingles,
+    compact,
+    edit_similarity,
+    hashed_jaccard,
+    jaccard,
+    shingle_jaccard,
+)
 from simhash_spark.core.verify import ThresholdPolicy, VerifyOptions, parse_steps, similarities, similarity
 
 NORM = NormalizeOptions()
@@ -45,6 +53,20 @@ def test_char_jaccard_measure_equals_the_jaccard_of_ngram_sets(a, b, n):
     opts = VerifyOptions(ngram_size=n)
     want = shingle_jaccard(a, b, n)  # a and b are already normalized (no markup, half-width, lowercase)
     assert similarity(a, b, opts, NORM) == pytest.approx(want)
+
+
+_HASHES = st.sets(
+    st.sampled_from([0, 1, 7, 2**32, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1]) | st.integers(0, 2**64 - 1)
+)
+
+
+@given(_HASHES, _HASHES)
+def test_hashed_jaccard_is_the_jaccard_of_the_hash_sets(a, b):
+    """Sorted arrays of distinct uint64 hashes, either one the shorter, empty, or holding values past the
+    other's largest."""
+    ha, hb = (np.array(sorted(x), dtype=np.uint64) for x in (a, b))
+    assert hashed_jaccard(ha, hb) == pytest.approx(jaccard(a, b))
+    assert hashed_jaccard(hb, ha) == pytest.approx(jaccard(a, b))
 
 
 def test_jaccard_bounds():

@@ -204,11 +204,15 @@ def shingle_jaccard(text_a: str, text_b: str, n: int) -> float:
 
 
 def hashed_jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """Jaccard of two sets given as arrays of distinct hashes (``char_ngram_hashes``)."""
-    if not len(a) and not len(b):
-        return 1.0
-    both = np.sort(np.concatenate((a, b)))
-    inter = int(np.count_nonzero(both[1:] == both[:-1]))
+    """Jaccard of two sets given as sorted arrays of distinct hashes (``char_ngram_hashes``)."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(a):
+        return 0.0 if len(b) else 1.0
+    # each hash of the shorter set looked up in the longer: no sort of the two sets together
+    at = np.searchsorted(b, a)
+    np.minimum(at, len(b) - 1, out=at)
+    inter = int(np.count_nonzero(b[at] == a))
     return inter / (len(a) + len(b) - inter)
 
 
