@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.context import RunContext
-from simhash_spark.core.fingerprint import FINGERPRINTED, STATUSES, check_filter
+from simhash_spark.core.fingerprint import FINGERPRINTED, INVALID_UTF8, STATUSES, check_filter
 from simhash_spark.io import id_totals, prepare_docs, validate_ids, validate_schema
 from simhash_spark.link_model import AtHand
 from simhash_spark.transforms.classic import spark_context
@@ -89,6 +89,13 @@ class Fingerprinted:
     at_hand: AtHand | None = None  # fingerprints and texts, when computed on the driver
     local: pd.DataFrame | None = None  # the collected documents (``collect_documents``), when on the driver
     summaries: DataFrame | None = None  # id, check_summary: what the text check filters with, where emitted
+
+    @property
+    def texts_valid(self) -> bool:
+        """Every fingerprinted document's text is valid UTF-8 as read (none needed the repair that
+        ``invalid_utf8`` says was made): the linking, the report and the index may read those texts
+        without checking every byte again (``index_pass.texts_of``)."""
+        return self.status_counts[INVALID_UTF8] == 0
 
 
 def fingerprint_pass(

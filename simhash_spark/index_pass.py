@@ -109,18 +109,30 @@ def _with_touched(at_hand: AtHand, found: LocalMatches) -> AtHand:
     return AtHand(keyed, titles, texts)
 
 
-def texts_of(docs: DataFrame, *more: Column) -> DataFrame:
-    """``id``, ``text`` (valid UTF-8) and ``more`` of the working frame."""
-    return docs.select(C.ID, valid_text(F.col(C.TEXT)).alias(C.TEXT), *more)
+def texts_of(docs: DataFrame, *more: Column, known_valid: bool = False) -> DataFrame:
+    """``id``, ``text`` (valid UTF-8) and ``more`` of the working frame.
+
+    ``known_valid`` (``Fingerprinted.texts_valid``): no fingerprinted document's text needed repair, so
+    the texts are taken as read instead of checked byte by byte once more. Only the texts of fingerprinted
+    documents are then sure to be valid: every reader of them joins them to fingerprinted ids (pairs,
+    cluster members, index entries)."""
+    text = F.col(C.TEXT) if known_valid else valid_text(F.col(C.TEXT))
+    return docs.select(C.ID, text.alias(C.TEXT), *more)
 
 
 def index_entries(
-    fps: DataFrame, docs: DataFrame, run_date: str, sketches: DataFrame | None = None
+    fps: DataFrame,
+    docs: DataFrame,
+    run_date: str,
+    sketches: DataFrame | None = None,
+    *,
+    known_valid: bool = False,
 ) -> DataFrame:
     """The batch's entries for the index (``entries_of_batch``), titles included when the input has them,
-    and the ``sketches`` (``id``, ``check_summary``) an index with sketch tables stores."""
+    and the ``sketches`` (``id``, ``check_summary``) an index with sketch tables stores. ``known_valid``:
+    as ``texts_of`` (titles are checked whatever it says: the fingerprint pass does not read them)."""
     title = [valid_text(F.col(C.TITLE)).alias(C.TITLE)] if C.TITLE in docs.columns else []
-    return entries_of_batch(fps, texts_of(docs, *title), run_date, sketches)
+    return entries_of_batch(fps, texts_of(docs, *title, known_valid=known_valid), run_date, sketches)
 
 
 def local_entries(fp_pass: Fingerprinted, looked: Lookup, run_date: str) -> pd.DataFrame | None:
@@ -151,13 +163,20 @@ def local_entries(fp_pass: Fingerprinted, looked: Lookup, run_date: str) -> pd.D
 
 
 def link_inputs(
-    fps: DataFrame, docs: DataFrame, cfg: Config, looked: Lookup | None, summaries: DataFrame | None
+    fps: DataFrame,
+    docs: DataFrame,
+    cfg: Config,
+    looked: Lookup | None,
+    summaries: DataFrame | None,
+    *,
+    known_valid: bool = False,
 ) -> tuple[DataFrame, DataFrame, DataFrame | None, DataFrame | None]:
     """(keyed, texts, titles, check summaries) of what is linked: the fingerprinted documents, and the
-    index entries the batch touches (with their sketches, when the index stores them)."""
+    index entries the batch touches (with their sketches, when the index stores them). ``known_valid``:
+    as ``texts_of``."""
     fingerprinted = fps.where(is_fingerprinted(F.col(C.STATUS)))
     keyed = fingerprinted.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT_HASH)
-    texts = texts_of(docs)
+    texts = texts_of(docs, known_valid=known_valid)
     titles = (
         fingerprinted.where(F.col(C.TITLE_FINGERPRINT).isNotNull()).select(C.ID, C.TITLE_FINGERPRINT)
         if cfg.input.title_column

@@ -214,3 +214,31 @@ def test_corrupt_parquet_among_good_files(spark, tmp_path, capsys):
     assert code == 2
     assert "part-1.parquet" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("bad_row", ["not_fingerprinted", "fingerprinted"])
+def test_texts_read_again_for_the_check_are_valid_utf8(spark, tmp_path, capsys, bad_row):
+    """The texts the text check, the report and the index read again are taken as read when no
+    fingerprinted document needed a UTF-8 repair: a row holding invalid bytes that was not fingerprinted
+    must then never reach them, and one that was must reach them repaired."""
+    story = "".join(f"第{i}段：{TEXT}" for i in range(6))
+    edited = story + "记者随后补充了采访内容。"
+    if bad_row == "fingerprinted":  # the pair's second text holds invalid bytes: the check reads it repaired
+        raw = [story.encode(), b"\xed\xa0\x80" + edited.encode(), "。".encode()]
+        statuses = {"a": "ok", "b": "invalid_utf8", "junk": "no_features"}
+    else:  # the pair is clean; the row with invalid bytes has no letters
+        raw = [story.encode(), edited.encode(), b"\xff\xfe" + "。".encode()]
+        statuses = {"a": "ok", "b": "ok", "junk": "no_features"}
+    text = pa.array(raw, pa.binary()).view(pa.string())
+    inp = write(tmp_path, pa.table({"id": ["a", "b", "junk"], "text": text}))
+    out, index = tmp_path / "out", tmp_path / "index"
+    executors = ["--set", "cluster.local_max_documents=0"]
+    code, err = run(dedup(inp, out, "--index", str(index), *executors), capsys)
+    assert code == 0, err
+    rows = {r["id"]: r for r in spark.read.parquet(str(out / "documents")).collect()}
+    assert {k: v["status"] for k, v in rows.items()} == statuses
+    assert rows["a"]["cluster_id"] == rows["b"]["cluster_id"] == "a"
+    pairs = spark.read.parquet(str(out / "pairs")).collect()
+    assert [(p["id_a"], p["id_b"]) for p in pairs] == [("a", "b")]
+    assert pairs[0]["reason"] == "verified" and pairs[0]["similarity"] >= 0.8
+    assert "第0段" in (out / "report.html").read_text(encoding="utf-8")
