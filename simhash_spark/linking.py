@@ -56,6 +56,7 @@ from simhash_spark.transforms.identical import (
     expand_pairs,
     fingerprint_groups,
     group_members,
+    grouped_members,
     star_edges,
     within_group_pairs,
 )
@@ -194,8 +195,8 @@ def _identical(keyed: DataFrame, texts: DataFrame | None, limit: int, ctx: RunCo
     else:
         keyed = keyed.join(texts.select(C.ID, F.xxhash64(C.TEXT).alias(C.TEXT_HASH)), on=C.ID, how="inner")
     # read by every later step of the linking: leaves of their plans
-    groups = ctx.materialize(fingerprint_groups(keyed))
-    members = ctx.materialize(group_members(keyed, groups))
+    grouped = ctx.materialize(grouped_members(keyed))
+    groups, members = fingerprint_groups(grouped), group_members(grouped)
     # per fingerprint first (a fingerprint splits into several groups under a text check), then over all:
     # one action for every total
     size = F.col(GROUP_SIZE)

@@ -11,6 +11,7 @@ from simhash_spark.transforms.identical import (
     expand_pairs,
     fingerprint_groups,
     group_members,
+    grouped_members,
     star_edges,
     within_group_pairs,
 )
@@ -22,8 +23,8 @@ def test_groups_expand_to_every_member_pair_and_big_groups_to_stars(spark):
     fingerprint_of.update({100 + i: 60 for i in range(7)})  # one group over the limit
     fingerprint_of.update({200: 70, 201: 80})  # two documents alone with their fingerprints
     keyed = spark.createDataFrame(sorted(fingerprint_of.items()), "id long, fingerprint long")
-    groups = fingerprint_groups(keyed)
-    members = group_members(keyed, groups)
+    grouped = grouped_members(keyed)
+    groups, members = fingerprint_groups(grouped), group_members(grouped)
     by_fp: dict[int, list[int]] = {}
     for i, f in sorted(fingerprint_of.items()):
         by_fp.setdefault(f, []).append(i)
@@ -31,6 +32,9 @@ def test_groups_expand_to_every_member_pair_and_big_groups_to_stars(spark):
         (min(ids), f, len(ids)) for f, ids in by_fp.items()
     }
     rep = {f: min(ids) for f, ids in by_fp.items()}
+    assert {(r["member"], r["rep"], r[GROUP_SIZE]) for r in members.collect()} == {
+        (i, rep[f], len(by_fp[f])) for i, f in fingerprint_of.items()
+    }
     # representatives of 10 and 20 are pairs (verified), 20 and 60 too
     rep_pairs = spark.createDataFrame(
         [
@@ -67,5 +71,8 @@ def test_a_text_hash_splits_a_fingerprint_group(spark):
     keyed = spark.createDataFrame(
         [(1, 7, 100), (2, 7, 100), (3, 7, 200)], "id long, fingerprint long, text_hash long"
     )
-    groups = {(r[C.ID], r[GROUP_SIZE]) for r in fingerprint_groups(keyed).collect()}
+    grouped = grouped_members(keyed)
+    groups = {(r[C.ID], r[GROUP_SIZE]) for r in fingerprint_groups(grouped).collect()}
     assert groups == {(1, 2), (3, 1)}
+    members = {(r["member"], r["rep"], r[GROUP_SIZE]) for r in group_members(grouped).collect()}
+    assert members == {(1, 1, 2), (2, 1, 2), (3, 3, 1)}

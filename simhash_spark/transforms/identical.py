@@ -14,7 +14,7 @@ pairs plus a star (member, representative, 0): the run's summary says how many g
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
@@ -29,25 +29,34 @@ def _group_keys(keyed: DataFrame) -> list[str]:
     return [C.FINGERPRINT, C.TEXT_HASH] if C.TEXT_HASH in keyed.columns else [C.FINGERPRINT]
 
 
-def fingerprint_groups(keyed: DataFrame) -> DataFrame:
-    """In: ``id``, ``fingerprint``, optionally ``text_hash``. Out: ``id`` (the group's smallest id),
-    ``fingerprint``, [``text_hash``,] ``group_size``; one row per distinct fingerprint — per distinct
-    (fingerprint, text) when ``text_hash`` is given: with a text check, members stand in for each other
-    only if their texts are the same, since identical fingerprints do not mean identical texts."""
+def grouped_members(keyed: DataFrame) -> DataFrame:
+    """Every document with its identical group: the documents of one fingerprint — of one (fingerprint,
+    text) when ``text_hash`` is given: with a text check, members stand in for each other only if their
+    texts are the same, since identical fingerprints do not mean identical texts.
+
+    In: ``id``, ``fingerprint``, optionally ``text_hash``. Out: ``member`` (the document's id),
+    ``fingerprint``, [``text_hash``,] ``rep`` (the group's smallest id), ``group_size``; one row per row
+    of ``keyed``. One shuffle: a window over the group's keys, not an aggregation joined back."""
     keys = _group_keys(keyed)
-    return (
-        keyed.groupBy(*keys)
-        .agg(F.min(C.ID).alias(C.ID), F.count(F.lit(1)).alias(GROUP_SIZE))
-        .select(C.ID, *keys, GROUP_SIZE)
+    group = Window.partitionBy(*keys)
+    return keyed.select(
+        F.col(C.ID).alias(MEMBER),
+        *keys,
+        F.min(C.ID).over(group).alias(REP),
+        F.count(F.lit(1)).over(group).alias(GROUP_SIZE),
     )
 
 
-def group_members(keyed: DataFrame, groups: DataFrame) -> DataFrame:
-    """In: ``keyed`` (``id``, ``fingerprint``[, ``text_hash``]), ``groups``. Out: ``member``, ``rep``,
-    ``group_size``."""
-    keys = _group_keys(keyed)
-    g = groups.select(*keys, F.col(C.ID).alias(REP), F.col(GROUP_SIZE))
-    return keyed.join(g, on=keys, how="inner").select(F.col(C.ID).alias(MEMBER), REP, GROUP_SIZE)
+def fingerprint_groups(grouped: DataFrame) -> DataFrame:
+    """In: ``grouped_members``' rows. Out: ``id`` (the group's representative: its smallest id),
+    ``fingerprint``, [``text_hash``,] ``group_size``; one row per group."""
+    keys = [c for c in (C.FINGERPRINT, C.TEXT_HASH) if c in grouped.columns]
+    return grouped.where(F.col(MEMBER) == F.col(REP)).select(F.col(MEMBER).alias(C.ID), *keys, GROUP_SIZE)
+
+
+def group_members(grouped: DataFrame) -> DataFrame:
+    """In: ``grouped_members``' rows. Out: ``member``, ``rep``, ``group_size``."""
+    return grouped.select(MEMBER, REP, GROUP_SIZE)
 
 
 def star_edges(members: DataFrame) -> DataFrame:
