@@ -151,9 +151,9 @@ def dedup(
     looked, at_hand = None, fp_pass.at_hand
     if index is not None:
         looked, fps, status_counts, at_hand = index_lookup(index, fp_pass, cfg, ctx)
-    valid = fp_pass.texts_valid
+    texts_valid = fp_pass.texts_valid
     keyed, texts, titles, summaries = link_inputs(
-        fps, docs, cfg, looked, fp_pass.summaries, known_valid=valid
+        fps, docs, cfg, looked, fp_pass.summaries, known_valid=texts_valid
     )
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     linked = link(
@@ -174,10 +174,12 @@ def dedup(
         out.pairs,
         out.clusters,
         drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
-        texts_of(docs, known_valid=valid),
+        texts_of(docs, known_valid=texts_valid),
         None
         if index is None
-        else index_entries(fps, docs, index.run_date, _sketches_to_store(index, fp_pass), known_valid=valid),
+        else index_entries(
+            fps, docs, index.run_date, _sketches_to_store(index, fp_pass), known_valid=texts_valid
+        ),
         local_entries(fp_pass, looked, index.run_date) if index is not None and looked is not None else None,
         stats,
         ctx,

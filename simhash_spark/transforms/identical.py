@@ -50,8 +50,9 @@ def grouped_members(keyed: DataFrame) -> DataFrame:
 def fingerprint_groups(grouped: DataFrame) -> DataFrame:
     """In: ``grouped_members``' rows. Out: ``id`` (the group's representative: its smallest id),
     ``fingerprint``, [``text_hash``,] ``group_size``; one row per group."""
-    keys = [c for c in (C.FINGERPRINT, C.TEXT_HASH) if c in grouped.columns]
-    return grouped.where(F.col(MEMBER) == F.col(REP)).select(F.col(MEMBER).alias(C.ID), *keys, GROUP_SIZE)
+    return grouped.where(F.col(MEMBER) == F.col(REP)).select(
+        F.col(MEMBER).alias(C.ID), *_group_keys(grouped), GROUP_SIZE
+    )
 
 
 def group_members(grouped: DataFrame) -> DataFrame:
