@@ -22,7 +22,12 @@ on disk, measured side by side in one run:
 - ``job_no_archive``, ``job_20_no_archive``: the same with ``spark.class_archive=off`` (the driver JVM
   loads Spark's classes itself, as every run did before the class archive);
 - ``job_full_jit``, ``job_20_full_jit``: the same with ``spark.driver_jit=full`` (the driver JVM's default
-  compilers instead of the quick one only).
+  compilers instead of the quick one only);
+- ``job_numpy_keep``: the same with ``spark.local_numpy_avx512=keep`` (the Python workers on numpy's own
+  choice of code paths, on a CPU where the job would leave numpy's AVX-512 code off).
+
+The single-process Python peers run with numpy on the code paths the job's Python workers get on this
+machine (``NPY_DISABLE_CPU_FEATURES`` as ``spark.local_numpy_avx512 = "auto"`` sets it; unset elsewhere).
 
 The job's other peers run as users' local runs do from their second run on: with the driver's class
 archive in the user's cache (``simhash_spark/class_archive.py``). Before the rounds the bench runs the job
@@ -58,6 +63,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from simhash_spark import class_archive
+from simhash_spark.session import NUMPY_FEATURES, machine_cpuinfo, numpy_features_to_disable
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
 THRESHOLD = 0.8
@@ -224,12 +230,14 @@ def _sorted_shingles(texts: pd.Series) -> pd.Series:
     return pd.Series([sorted(s) for s in shingle_sets(texts.tolist())])
 
 
-def timed(cmd: list[str], timeout: float | None = None) -> tuple[float, bool]:
+def timed(
+    cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None
+) -> tuple[float, bool]:
     """(seconds, finished): a command past ``timeout`` is stopped with its process group; one that fails
     has not finished either, and the end of what it wrote to stderr is printed."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -260,8 +268,20 @@ def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str],
             cmd += ["--set", "output.write_deduplicated=false", "--set", "output.write_report=false"]
         if "full_jit" in peer:
             cmd += ["--set", "spark.driver_jit=full"]
+        if "numpy_keep" in peer:
+            cmd += ["--set", "spark.local_numpy_avx512=keep"]
         return cmd, out / "pairs"
     return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
+
+
+def peer_env(peer: str) -> dict[str, str] | None:
+    """The environment of a single-process Python peer: numpy on the code paths the job's Python workers
+    get on this machine (``spark.local_numpy_avx512``), so that the numpy code they share (normalizing,
+    hashing, the exact check) runs equally fast in both."""
+    if peer.startswith("job") or peer == "mllib" or NUMPY_FEATURES in os.environ:
+        return None
+    features = numpy_features_to_disable(machine_cpuinfo())
+    return {**os.environ, NUMPY_FEATURES: features} if features else None
 
 
 def warm_archive(small: str, work: Path) -> None:
@@ -315,7 +335,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     for n in range(args.repeat):
         for peer in peers:
             cmd, pairs_path = commands(peer, corpus, small, work / f"r{n}")
-            took, finished = timed(cmd, args.timeout or None)
+            took, finished = timed(cmd, args.timeout or None, peer_env(peer))
             seconds[peer].append(took)
             if finished:
                 found[peer] = count_pairs(pairs_path)

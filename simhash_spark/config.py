@@ -122,6 +122,8 @@ class SparkConfig:
     driver_jit: str = "quick"
     # local runs' driver heap unless the user set spark.driver.memory: "auto" (a quarter of the machine) or a size
     local_driver_memory: str = "auto"
+    # local runs' Python workers: "auto" (numpy's AVX2 code where its AVX-512 sort is slow: AMD Zen 4) or "keep"
+    local_numpy_avx512: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "spark.min_fingerprint_partitions": _at_least(0),
     "spark.class_archive": lambda v: None if v.strip() else 'must be "auto", "off" or a folder',
     "spark.driver_jit": lambda v: None if v in ("quick", "full") else 'must be "quick" or "full"',
+    "spark.local_numpy_avx512": lambda v: None if v in ("auto", "keep") else 'must be "auto" or "keep"',
     "spark.local_driver_memory": lambda v: (
         None
         if v == "auto" or re.fullmatch(r"[1-9][0-9]*[kmgt]?", v.lower())

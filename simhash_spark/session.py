@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import re
@@ -14,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from simhash_spark import class_archive
 from simhash_spark.config import Config
+from simhash_spark.core.cpu import avx512_targets, slow_avx512_sort
 
 log = logging.getLogger(__name__)
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -194,6 +196,50 @@ def _local_driver_memory(cfg: Config, settings: dict[str, str]) -> None:
     _started = DriverJvm(memory, source)
 
 
+NUMPY_FEATURES = "NPY_DISABLE_CPU_FEATURES"
+WORKER_NUMPY_FEATURES = f"spark.executorEnv.{NUMPY_FEATURES}"
+
+
+def machine_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:  # not Linux: nothing known of the CPU, numpy's own choice stands
+        return ""
+
+
+def _numpy_targets() -> tuple[list[str], dict[str, bool]]:
+    """numpy's dispatch targets and the CPU features it found (the workers of a local run import the same
+    numpy)."""
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # numpy 2, numpy 1
+        try:
+            umath = importlib.import_module(name)
+        except ImportError:
+            continue
+        return list(getattr(umath, "__cpu_dispatch__", [])), dict(getattr(umath, "__cpu_features__", {}))
+    return [], {}
+
+
+def numpy_features_to_disable(cpuinfo: str) -> str:
+    """``NPY_DISABLE_CPU_FEATURES`` for the Python workers on the CPU ``cpuinfo`` describes: numpy's
+    AVX-512 targets where its AVX-512 sort is slow (``core.cpu``), else empty."""
+    if not slow_avx512_sort(cpuinfo):
+        return ""
+    return " ".join(avx512_targets(*_numpy_targets()))
+
+
+def _local_numpy_features(cfg: Config, settings: dict[str, str]) -> None:
+    """Leaves the Python workers of a local run on numpy's AVX2 code where its AVX-512 sort is slow
+    (``spark.local_numpy_avx512 = "auto"``), unless the user set ``NPY_DISABLE_CPU_FEATURES`` for them
+    or for this process. The workers run on this machine; the driver's numpy is imported already."""
+    if cfg.spark.local_numpy_avx512 != "auto" or NUMPY_FEATURES in os.environ:
+        return
+    if WORKER_NUMPY_FEATURES in settings or _defaults_file_sets(WORKER_NUMPY_FEATURES):
+        return
+    features = numpy_features_to_disable(machine_cpuinfo())
+    if features:
+        settings[WORKER_NUMPY_FEATURES] = features
+
+
 def _driver_java_options(cfg: Config, archive: class_archive.Plan | None) -> str:
     """The Java options of a local run's driver JVM (which runs the tasks too): the class archive's and,
     unless ``spark.driver_jit = "full"``, the quick compiler only (docs/deploy.md says when each pays)."""
@@ -265,6 +311,7 @@ def build_session(
     archive = None
     if not submitted and not remote and not _jvm_running():
         _local_driver_memory(cfg, settings)
+        _local_numpy_features(cfg, settings)
     if not submitted and not remote and _starts_driver_jvm(settings):
         archive = _class_archive(cfg, settings.get(DRIVER_MEMORY, ""))
         options = _driver_java_options(cfg, archive)
