@@ -17,7 +17,7 @@ from simhash_spark.config import Config, load_config, with_overrides
 from simhash_spark.context import RunContext
 from simhash_spark.errors import ConfigError, SimhashSparkError, essence
 from simhash_spark.fingerprint_pass import Fingerprinted, fingerprint_pass
-from simhash_spark.index.session import IndexSession, run_record
+from simhash_spark.index.session import IndexSession, Lookup, run_record
 from simhash_spark.index.store import open_store
 from simhash_spark.index_pass import (
     index_entries,
@@ -87,6 +87,18 @@ def _sketches_to_store(index: IndexSession, fp_pass: Fingerprinted) -> DataFrame
     return fp_pass.summaries if index.layout.sketch_bands else None
 
 
+def _index_outputs(
+    index: IndexSession | None, fp_pass: Fingerprinted, fps: DataFrame, looked: Lookup | None
+) -> tuple[DataFrame | None, pd.DataFrame | None]:
+    """An incremental run's entries for the index, and those held on the driver (``None`` without an index;
+    the second also without a lookup)."""
+    if index is None:
+        return None, None
+    sketches = _sketches_to_store(index, fp_pass)
+    entries = index_entries(fps, fp_pass.docs, index.run_date, sketches, known_valid=fp_pass.texts_valid)
+    return entries, None if looked is None else local_entries(fp_pass, looked, index.run_date)
+
+
 def for_session(
     spark: SparkSession, cfg: Config, index: IndexSession | None = None, *, index_path: str | None = None
 ) -> Config:
@@ -151,9 +163,8 @@ def dedup(
     looked, at_hand = None, fp_pass.at_hand
     if index is not None:
         looked, fps, status_counts, at_hand = index_lookup(index, fp_pass, cfg, ctx)
-    texts_valid = fp_pass.texts_valid
     keyed, texts, titles, summaries = link_inputs(
-        fps, docs, cfg, looked, fp_pass.summaries, known_valid=texts_valid
+        fps, docs, cfg, looked, fp_pass.summaries, known_valid=fp_pass.texts_valid
     )
     params = LinkParams.from_config(cfg, titled=bool(cfg.input.title_column))
     linked = link(
@@ -174,13 +185,8 @@ def dedup(
         out.pairs,
         out.clusters,
         drop_duplicates(raw, out.duplicate_ids, id_column=cfg.input.id_column),
-        texts_of(docs, known_valid=texts_valid),
-        None
-        if index is None
-        else index_entries(
-            fps, docs, index.run_date, _sketches_to_store(index, fp_pass), known_valid=texts_valid
-        ),
-        local_entries(fp_pass, looked, index.run_date) if index is not None and looked is not None else None,
+        texts_of(docs, known_valid=fp_pass.texts_valid),
+        *_index_outputs(index, fp_pass, fps, looked),
         stats,
         ctx,
         out.totals,
