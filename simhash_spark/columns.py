@@ -30,6 +30,7 @@ TITLE_FINGERPRINT = "title_fingerprint"
 TEXT_HASH = "text_hash"  # xxhash64 of the text: identical-fingerprint groups split by text when verifying
 CHECK_SUMMARY = "check_summary"  # binary: what the text check filters pairs with (core.check_filter)
 SHARES_BAND = "shares_band"  # boolean: a candidate pair's sketches share a band (core.sketch_bands)
+MAY_PASS = "may_pass"  # boolean: a candidate pair may pass the text check (core.check_filter)
 BAND = "band"  # the band (LSH table) a key belongs to
 KEY = "band_key"
 SRC = "src"

@@ -21,7 +21,7 @@ from simhash_spark.config import BandsConfig
 from simhash_spark.context import RunContext
 from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.bucket_pairs import rank_buckets
-from simhash_spark.core.check_filter import requested
+from simhash_spark.core.check_filter import SKETCH, CheckFilter, requested
 from simhash_spark.core.link_local import choose_design_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.sketch_bands import drop_hot
@@ -60,7 +60,13 @@ from simhash_spark.transforms.identical import (
     star_edges,
     within_group_pairs,
 )
-from simhash_spark.transforms.verify import accept_pairs, drop_unreachable, rows_of_pairs
+from simhash_spark.transforms.verify import (
+    accept_pairs,
+    drop_unreachable,
+    keep_reachable,
+    rows_of_pairs,
+    unreachable_column,
+)
 
 log = logging.getLogger(__name__)
 
@@ -266,14 +272,17 @@ def _in_task_join(
     *,
     tasks: int,
     sketches: DataFrame | None,
+    judge: _Judge | None,
 ) -> tuple[Design, DataFrame, int]:
     """The band join with whole tables sorted inside tasks. The representatives are collected once: the
     design is chosen on the driver from them (``auto``), bucket sizes come out of the join, exact. With
-    ``sketches`` (``id``, ``check_summary``), the sketch bands are joined in the same tasks. Returns the
-    design, the candidates (``id_a``, ``id_b``, ``distance``, ``band``: ``SKETCH_PAIR`` for the sketch
-    bands' pairs) and the number of hot sketch band keys."""
+    ``sketches`` (``id``, ``check_summary``), the sketch bands are joined in the same tasks; with
+    ``judge``, each pair is judged by the sketch filter there too. Returns the design, the candidates
+    (``id_a``, ``id_b``, ``distance``, ``band``: ``SKETCH_PAIR`` for the sketch bands' pairs; judged:
+    ``may_pass``, ``shares_band``) and the number of hot sketch band keys."""
     spark = ident.reps.sparkSession
-    reps = collect_fingerprints(ident.reps, sketches)
+    summaries = judge.summaries if judge is not None else sketches
+    reps = collect_fingerprints(ident.reps, summaries, keys=sketches is not None, sketches=judge is not None)
     n_sketch_hot = 0
     if reps.sketch_keys is not None:
         cooled, sketch_hot = drop_hot(reps.sketch_keys, bands.hot_bucket_limit)
@@ -292,6 +301,7 @@ def _in_task_join(
             max_distance=k,
             hot_bucket_limit=bands.hot_bucket_limit,
             tasks=tasks,
+            check=judge.check if judge is not None else None,
         )
     )
     is_bucket = F.col(C.BUCKET_SIZE).isNotNull()
@@ -301,7 +311,9 @@ def _in_task_join(
     )
     hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
     design = Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task")
-    return design, joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE, C.BAND), n_sketch_hot
+    verdicts = [C.MAY_PASS, C.SHARES_BAND] if judge is not None else []
+    pairs = joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE, C.BAND, *verdicts)
+    return design, pairs, n_sketch_hot
 
 
 def _shuffled_sketch_join(
@@ -317,32 +329,53 @@ def _shuffled_sketch_join(
     return found, hot.count()
 
 
+@dataclass(frozen=True)
+class _Judge:
+    """The sketch filter, applied where the band join finds the pairs (inside its tasks)."""
+
+    check: CheckFilter
+    summaries: DataFrame  # id, check_summary: the sketches
+
+
 def _candidates(
-    ident: _Identical, k: int, bands: BandsConfig, ctx: RunContext, sketches: DataFrame | None
-) -> tuple[Design, DataFrame, int]:
+    ident: _Identical,
+    k: int,
+    bands: BandsConfig,
+    ctx: RunContext,
+    sketches: DataFrame | None,
+    judge: _Judge | None = None,
+) -> tuple[Design, DataFrame, int, bool]:
     """The band join inside tasks where the representatives fit the driver, else shuffled; with
-    ``sketches``, the sketch bands' pairs too. As ``_in_task_join``."""
+    ``sketches``, the sketch bands' pairs too; the last value: whether ``judge`` judged the candidates
+    (inside tasks only). As ``_in_task_join``."""
     n_distinct = int(ident.totals["distinct"])
-    tasks = in_task_parallelism(ident.reps.sparkSession, n_distinct, sketches=sketches is not None)
+    collects_sketches = sketches is not None or judge is not None
+    tasks = in_task_parallelism(ident.reps.sparkSession, n_distinct, sketches=collects_sketches)
     if tasks is not None and n_distinct <= bands.in_task_max_fingerprints:
-        return _in_task_join(ident, k, bands, ctx, tasks=tasks, sketches=sketches)
+        found = _in_task_join(ident, k, bands, ctx, tasks=tasks, sketches=sketches, judge=judge)
+        return *found, judge is not None
     scheme, report = _scheme(ident, k, bands)
     design, joined = _shuffled_join(ident, scheme, report, k, bands, ctx)
     candidates = joined.withColumn(C.BAND, F.lit(None).cast("int"))
     if sketches is None:
-        return design, candidates, 0
+        return design, candidates, 0, False
     from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, bands, ctx)
-    return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot
+    return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot, False
 
 
-def _count_candidates(candidates: DataFrame) -> tuple[int, int]:
-    """(the band join's candidates, the sketch bands' candidates) in one action."""
+def _count_candidates(candidates: DataFrame, judged_by: PairRule | None = None) -> tuple[int, int, int]:
+    """(the band join's candidates, the sketch bands' candidates, and of all those judged by the sketch
+    filter where they were found, how many ``judged_by`` need not check: ``unreachable_column``) in one
+    action."""
     from_sketch = (F.col(C.BAND) == SKETCH_PAIR).cast("long")
+    rejected = unreachable_column(judged_by).cast("long") if judged_by is not None else F.lit(0)
     row = candidates.agg(
-        F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(from_sketch), F.lit(0)).alias("s")
+        F.count(F.lit(1)).alias("n"),
+        F.coalesce(F.sum(from_sketch), F.lit(0)).alias("s"),
+        F.coalesce(F.sum(rejected), F.lit(0)).alias("r"),
     ).first()
     assert row is not None
-    return int(row["n"]) - int(row["s"]), int(row["s"])
+    return int(row["n"]) - int(row["s"]), int(row["s"]), int(row["r"])
 
 
 def _accepted(
@@ -359,17 +392,24 @@ def _accepted(
     n_candidates: int,
     few_limit: int,
     sketch_bands: bool = False,
+    rejected_in_task: int | None = None,
 ) -> tuple[DataFrame, int, dict[str, Any]]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
     number of forest edges, and the check filter's statistics (``verify.<kind>_filter`` and how many of the
-    ``n_candidates`` candidates it rejected, ``verify.<kind>_rejected``; empty without it). Up to ``few_limit`` candidates are few enough for the driver to broadcast their ids. With
-    ``summaries``, the candidates whose summaries show they need not be checked are dropped first, in joins
-    of the summaries alone, so only the texts of the others are joined — and, once they are few enough,
-    only those documents' texts."""
+    ``n_candidates`` candidates it rejected, ``verify.<kind>_rejected``; empty without it). Up to
+    ``few_limit`` candidates are few enough for the driver to broadcast their ids. With ``summaries``, the
+    candidates whose summaries show they need not be checked are dropped first, in joins of the summaries
+    alone, so only the texts of the others are joined — and, once they are few enough, only those
+    documents' texts. ``rejected_in_task``: the candidates were judged where the band join found them
+    (``may_pass``, ``shares_band``), and this many need not be checked: they are dropped without a join."""
     filtered: dict[str, Any] = {}
     n_left = n_candidates
     check = requested(rule.verify)
-    if summaries is not None and check is not None and rule.verify.enabled:
+    if rejected_in_task is not None and check is not None:
+        candidates = keep_reachable(candidates, rule=rule, sketch_bands=sketch_bands)
+        n_left = n_candidates - rejected_in_task
+        filtered = {f"{check.kind}_filter": True, f"{check.kind}_rejected": rejected_in_task}
+    elif summaries is not None and check is not None and rule.verify.enabled:
         candidates = ctx.materialize(
             drop_unreachable(
                 candidates,
@@ -422,11 +462,16 @@ def _find(
     sketches = summaries if params.sketch_bands else None
     if params.sketch_bands and summaries is None:
         raise ValueError("match.sketch_bands needs the documents' sketches (summaries)")
+    check = requested(rule.verify) if checking and summaries is not None else None
+    judge = None
+    if check is not None and check.kind == SKETCH and summaries is not None:
+        judge = _Judge(check, summaries)
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        design, candidates, sketch_hot = _candidates(ident, k, params.bands, ctx, sketches)
-        within_k, n_sketch = _count_candidates(candidates)
-        candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE)
+        design, candidates, sketch_hot, judged = _candidates(ident, k, params.bands, ctx, sketches, judge)
+        within_k, n_sketch, rejected = _count_candidates(candidates, rule if judged else None)
+        verdicts = [C.MAY_PASS, C.SHARES_BAND] if judged else []
+        candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE, *verdicts)
     with ctx.stage("verify"):
         rep_pairs, forest_edges, filtered = _accepted(
             candidates,
@@ -441,6 +486,7 @@ def _find(
             n_candidates=within_k + n_sketch,
             few_limit=params.local_max_edges,
             sketch_bands=sketches is not None,
+            rejected_in_task=rejected if judged else None,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         # read by the write and again by the report: its joins with every member run once

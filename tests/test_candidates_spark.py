@@ -135,3 +135,48 @@ def test_in_task_band_join_equals_the_shuffled_join(spark, string_ids):
     exact = collections.Counter((t, int(f) & m) for f in fps.tolist() for t, m in enumerate(masks))
     buckets = [(r[C.BAND], r[C.KEY], r[C.BUCKET_SIZE]) for r in rows if r[C.BUCKET_SIZE] is not None]
     assert len(buckets) == 10 * len(masks) and all(exact[(t, key)] == n for t, key, n in buckets)
+
+
+def test_in_task_band_join_judges_each_pair_as_the_stored_sketches_do(spark):
+    """With the sketch filter, every pair the tasks find carries what ``CheckFilter.may_pass`` and
+    ``stored_share_band`` say of the two documents' stored sketches — a document without a sketch is kept
+    for the check and shares no band — and the pairs are the same as without it."""
+    from simhash_spark.core.check_filter import SKETCH, CheckFilter
+    from simhash_spark.core.sketch_bands import stored_share_band
+
+    k, scheme = 9, parse_scheme("lsh:20,16")
+    fps = planted_fingerprints(5, n_random=400, n_centres=150, k=k)
+    rng = np.random.default_rng(9)
+    ids = [f"d{i:04d}" for i in range(len(fps))]
+    # every other sketch close to one common sketch (two of them agree in most bins), the rest random (they
+    # agree in almost none); every 7th document has none
+    base = rng.integers(1, 256, size=(len(fps), 32), dtype=np.uint8)
+    close = (np.arange(len(fps)) % 2 == 0)[:, None] & (rng.random((len(fps), 32)) < 0.9)
+    near = np.where(close, base[0], base)
+    stored = [None if i % 7 == 0 else bytes(row) for i, row in enumerate(near)]
+    df = spark.createDataFrame(list(zip(ids, fps.tolist(), strict=True)), [C.ID, C.FINGERPRINT])
+    summaries = spark.createDataFrame(
+        [(i, s) for i, s in zip(ids, stored, strict=True) if i != "d0003"],  # one has no row at all
+        f"{C.ID} string, {C.CHECK_SUMMARY} binary",
+    )
+    check = CheckFilter(SKETCH, 0.5)
+    reps = collect_fingerprints(df, summaries, keys=False, sketches=True)
+    masks = scheme.table_masks(k)
+    rows = in_task_band_join(
+        spark, reps, masks=masks, max_distance=k, hot_bucket_limit=10_000, tasks=3, check=check
+    ).collect()
+    pairs = [r for r in rows if r[C.BUCKET_SIZE] is None]
+    plain = in_task_band_join(
+        spark, collect_fingerprints(df), masks=masks, max_distance=k, hot_bucket_limit=10_000, tasks=3
+    ).collect()
+    assert {(r[C.ID_A], r[C.ID_B]) for r in pairs} == {
+        (r[C.ID_A], r[C.ID_B]) for r in plain if r[C.BUCKET_SIZE] is None
+    }
+    by_id = dict(zip(ids, stored, strict=True)) | {"d0003": None}
+    a = [by_id[r[C.ID_A]] for r in pairs]
+    b = [by_id[r[C.ID_B]] for r in pairs]
+    assert [r[C.MAY_PASS] for r in pairs] == check.may_pass(a, b).tolist()
+    assert [r[C.SHARES_BAND] for r in pairs] == stored_share_band(a, b).tolist()
+    verdicts = collections.Counter(r[C.MAY_PASS] for r in pairs)
+    assert verdicts[True] > 10 and verdicts[False] > 10  # both verdicts are exercised
+    assert any(r[C.SHARES_BAND] for r in pairs)

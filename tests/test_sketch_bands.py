@@ -356,3 +356,29 @@ def test_through_spark_connect_auto_turns_them_off_and_true_is_refused(spark, mo
     assert (resolved.match.sketch_bands, resolved.sketch_bands) == ("false", False)
     with pytest.raises(ConfigError, match=r"match\.sketch_bands: not through Spark Connect"):
         pipeline.for_session(spark, load_config(overrides=["match.sketch_bands=true"]))
+
+
+@pytest.mark.heavy
+def test_pairs_judged_inside_the_band_join_tasks_match_the_joins_of_the_sketches(spark):
+    """The in-task band join judges each candidate by the sketch filter where it finds it; the shuffled
+    join judges them afterwards by joining the sketches: the same candidates rejected, the same outputs."""
+    from simhash_spark.config import load_config
+    from simhash_spark.demo.corpus import generate
+    from simhash_spark.pipeline import dedup
+
+    raw = spark.createDataFrame(generate(150, seed=12, dup_share=0.5).to_pandas()[["id", "text"]])
+    wide = ["cluster.local_max_documents=0", "match.max_distance=16", "match.sketch_bands=true"]
+
+    def run(in_task_max: int):
+        cfg = load_config(overrides=[*wide, f"bands.in_task_max_fingerprints={in_task_max}"])
+        res = dedup(spark, raw, cfg)
+        out = sorted(map(tuple, res.pairs.collect())), sorted(map(tuple, res.documents.collect())), res.stats
+        res.unpersist()
+        return out
+
+    pairs, docs, stats = run(10_000_000)
+    s_pairs, s_docs, s_stats = run(0)
+    assert (stats["bands"]["join"], s_stats["bands"]["join"]) == ("in_task", "shuffled")
+    assert stats["verify"]["sketch_rejected"] == s_stats["verify"]["sketch_rejected"] > 0
+    assert stats["verify"]["passed"] == s_stats["verify"]["passed"]
+    assert (pairs, docs) == (s_pairs, s_docs) and pairs

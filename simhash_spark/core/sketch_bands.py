@@ -50,21 +50,33 @@ def stored_keys(stored: Sequence[bytes | None]) -> np.ndarray:
 
 def arrow_stored_keys(stored: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """``sketch_keys`` of a binary Arrow column of stored sketches (null: no sketch, no key in any band)."""
+    return sketch_keys(arrow_sketch_matrix(stored)[0])
+
+
+def arrow_sketch_matrix(stored: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A binary Arrow column of stored sketches as ((n, 32) uint8, whether each row has one): a row
+    without a sketch (null) is all zeros, whose bands have no key."""
     if isinstance(stored, pa.ChunkedArray):
         stored = stored.combine_chunks()
     raw = np.zeros((len(stored), BINS), dtype=np.uint8)
     present = stored.is_valid()
-    rows = np.flatnonzero(present.to_numpy(zero_copy_only=False))
+    held = present.to_numpy(zero_copy_only=False)
     # a sketch of another length raises here (pa.ArrowInvalid)
     fixed = stored.filter(present).cast(pa.binary(BINS))
     data = np.frombuffer(fixed.buffers()[1], dtype=np.uint8)
-    raw[rows] = data[fixed.offset * BINS : (fixed.offset + len(fixed)) * BINS].reshape(-1, BINS)
-    return sketch_keys(raw)
+    raw[held] = data[fixed.offset * BINS : (fixed.offset + len(fixed)) * BINS].reshape(-1, BINS)
+    return raw, held
 
 
 def share_band(keys_a: np.ndarray, keys_b: np.ndarray) -> np.ndarray:
     """Per row of two key matrices: whether the two documents share a key in some band."""
     return ((keys_a == keys_b) & (keys_a != NO_KEY)).any(axis=1)
+
+
+def rows_share_band(sketches: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``share_band`` of the row pairs (i, j) of a sketch matrix ((n, 32) uint8, a row without a sketch all
+    zeros: it shares no band)."""
+    return share_band(sketch_keys(sketches[i]), sketch_keys(sketches[j]))
 
 
 def stored_share_band(stored_a: Sequence[bytes | None], stored_b: Sequence[bytes | None]) -> np.ndarray:

@@ -88,12 +88,21 @@ def stored_sketches_may_pass(
 ) -> np.ndarray:
     """Element-wise over pairs of stored sketches: False where both are there and agree in fewer than
     ``min_agreements`` bins, True else (a document without a sketch, e.g. an index entry, is checked)."""
-    keep = np.ones(len(stored_a), dtype=bool)
-    both = [
-        i for i, (a, b) in enumerate(zip(stored_a, stored_b, strict=True)) if a is not None and b is not None
-    ]
-    if both:
-        a = np.frombuffer(b"".join(stored_a[i] or b"" for i in both), dtype=np.uint8).reshape(-1, BINS)
-        b = np.frombuffer(b"".join(stored_b[i] or b"" for i in both), dtype=np.uint8).reshape(-1, BINS)
-        keep[both] = agreements(a, b) >= min_agreements(min_similarity)
-    return keep
+    n = len(stored_a)
+    if len(stored_b) != n:
+        raise ValueError(f"{n} sketches against {len(stored_b)}")
+    stored = [*stored_a, *stored_b]
+    present = np.array([s is not None for s in stored], dtype=bool)
+    empty = bytes(BINS)
+    sketches = np.frombuffer(b"".join(s or empty for s in stored), dtype=np.uint8).reshape(-1, BINS)
+    rows = np.arange(n)
+    return rows_may_pass(sketches, present, rows, rows + n, min_similarity)
+
+
+def rows_may_pass(
+    sketches: np.ndarray, present: np.ndarray, i: np.ndarray, j: np.ndarray, min_similarity: float
+) -> np.ndarray:
+    """``stored_sketches_may_pass`` of the row pairs (i, j) of a sketch matrix ((n, 32) uint8; ``present``:
+    which rows have a sketch), without a bytes object per document."""
+    agree = agreements(sketches[i], sketches[j]) >= min_agreements(min_similarity)
+    return agree | ~(present[i] & present[j])

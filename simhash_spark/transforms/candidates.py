@@ -22,8 +22,18 @@ from pyspark.sql.types import DataType
 
 from simhash_spark import columns as C
 from simhash_spark.core.bucket_pairs import TableJoin, band_join_finds, bucket_pairs, join_tables
+from simhash_spark.core.check_filter import SKETCH, CheckFilter
 from simhash_spark.core.simhash import popcount, to_unsigned
-from simhash_spark.core.sketch_bands import BANDS, NO_KEY, arrow_stored_keys, band_pairs, stored_keys
+from simhash_spark.core.sketch_bands import (
+    BANDS,
+    NO_KEY,
+    arrow_sketch_matrix,
+    band_pairs,
+    rows_share_band,
+    sketch_keys,
+    stored_keys,
+)
+from simhash_spark.core.sketch_filter import rows_may_pass
 from simhash_spark.transforms.classic import spark_context
 
 SKETCH_PAIR = -1  # the band of a pair row only the sketch bands gave (in_task_band_join)
@@ -145,12 +155,15 @@ def in_task_parallelism(spark: SparkSession, n_fingerprints: int, *, sketches: b
 @dataclass(frozen=True)
 class Collected:
     """(id, fingerprint) of every representative, on the driver: what the band join inside tasks ships,
-    and what the design choice counts; with sketch bands, each one's band keys too."""
+    and what the design choice counts; with sketch bands, each one's band keys too; with the sketch
+    filter judged in the tasks, each one's sketch."""
 
     ids: pa.Array  # of the id column's Arrow type
     fingerprints: np.ndarray  # int64
     id_type: DataType
     sketch_keys: np.ndarray | None = None  # (n, BANDS) uint32, core.sketch_bands.sketch_keys
+    sketches: np.ndarray | None = None  # (n, 32) uint8, core.sketch_bands.arrow_sketch_matrix
+    has_sketch: np.ndarray | None = None  # (n,) bool: which rows have a sketch
 
 
 def _arrow_of(frame: DataFrame) -> pa.Table:
@@ -162,23 +175,35 @@ def _arrow_of(frame: DataFrame) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
-def collect_fingerprints(reps: DataFrame, summaries: DataFrame | None = None) -> Collected:
-    """In: ``reps`` (``id``, ``fingerprint``); for the sketch bands, ``summaries`` (``id``,
-    ``check_summary``: the sketches). One action each."""
+def collect_fingerprints(
+    reps: DataFrame, summaries: DataFrame | None = None, *, keys: bool = True, sketches: bool = False
+) -> Collected:
+    """In: ``reps`` (``id``, ``fingerprint``); ``summaries`` (``id``, ``check_summary``: the sketches), from
+    which the sketch bands' ``keys`` and, with ``sketches``, the sketches themselves are kept. One action
+    each."""
     id_type = reps.schema[C.ID].dataType
     table = _arrow_of(reps.select(C.ID, C.FINGERPRINT))
     ids = table.column(C.ID).combine_chunks().cast(to_arrow_type(id_type))
-    keys = None
-    if summaries is not None:
-        sketches = _arrow_of(summaries.select(C.ID, C.CHECK_SUMMARY))
-        # a representative without a sketch (a short text) has no key in any band
-        at = pc.index_in(ids, value_set=sketches.column(C.ID).combine_chunks().cast(ids.type))
-        found = at.is_valid().to_numpy(zero_copy_only=False)
-        held = arrow_stored_keys(sketches.column(C.CHECK_SUMMARY))
-        keys = np.full((len(ids), BANDS), NO_KEY, dtype=np.uint32)
-        keys[found] = held[at.drop_null().to_numpy()]
     fingerprints = table.column(C.FINGERPRINT).to_numpy().astype(np.int64, copy=False)
-    return Collected(ids, fingerprints, id_type, keys)
+    if summaries is None or not (keys or sketches):
+        return Collected(ids, fingerprints, id_type)
+    stored = _arrow_of(summaries.select(C.ID, C.CHECK_SUMMARY))
+    # a representative without a sketch (a short text) has none here, so no key in any band
+    at = pc.index_in(ids, value_set=stored.column(C.ID).combine_chunks().cast(ids.type))
+    found = at.is_valid().to_numpy(zero_copy_only=False)
+    held, present = arrow_sketch_matrix(stored.column(C.CHECK_SUMMARY))
+    matrix = np.zeros((len(ids), held.shape[1]), dtype=np.uint8)
+    has_sketch = np.zeros(len(ids), dtype=bool)
+    rows = at.drop_null().to_numpy()
+    matrix[found], has_sketch[found] = held[rows], present[rows]
+    return Collected(
+        ids,
+        fingerprints,
+        id_type,
+        sketch_keys=sketch_keys(matrix) if keys else None,
+        sketches=matrix if sketches else None,
+        has_sketch=has_sketch if sketches else None,
+    )
 
 
 def in_task_band_join(
@@ -189,6 +214,7 @@ def in_task_band_join(
     max_distance: int,
     hot_bucket_limit: int,
     tasks: int,
+    check: CheckFilter | None = None,
 ) -> DataFrame:
     """The band join with every table sorted inside a task: ``reps`` is broadcast, and each of ``tasks``
     tasks joins every ``tasks``-th table (``core.bucket_pairs.join_tables``: each pair once over all
@@ -198,15 +224,26 @@ def in_task_band_join(
     joins every ``tasks``-th sketch band: the pairs sharing a band that the band join does not give, as
     pair rows with ``band`` = ``SKETCH_PAIR``.
 
-    Out: pair rows (``id_a`` < ``id_b``, ``distance``; bucket columns null) and bucket rows (``band``,
-    ``band_key``, ``bucket_size`` of every hot bucket and each table's ten largest; pair columns null).
+    With ``check`` (the sketch filter) and ``reps.sketches``, each pair is judged where it is found, as
+    ``transforms.verify.drop_unreachable`` would judge it from the stored sketches: ``may_pass``
+    (``CheckFilter.may_pass``) and ``shares_band`` (``core.sketch_bands.stored_share_band``); without,
+    both are null.
+
+    Out: pair rows (``id_a`` < ``id_b``, ``distance``, ``may_pass``, ``shares_band``; bucket columns null)
+    and bucket rows (``band``, ``band_key``, ``bucket_size`` of every hot bucket and each table's ten
+    largest; pair columns null).
     """
-    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints, reps.sketch_keys))
+    judge = None
+    if check is not None and reps.sketches is not None and reps.has_sketch is not None:
+        if check.kind != SKETCH:
+            raise ValueError(f"pairs are judged in the band join's tasks by sketches, not by a {check.kind}")
+        judge = (reps.sketches, reps.has_sketch, check.min_similarity)
+    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints, reps.sketch_keys, judge))
     table_masks = np.array(masks, dtype=np.int64)
     n_tasks = max(1, min(tasks, max(len(masks), BANDS if reps.sketch_keys is not None else 0)))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ids, fps, keys = shipped.value
+        ids, fps, keys, judged_by = shipped.value
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 joined = join_tables(
@@ -216,41 +253,61 @@ def in_task_band_join(
                     k=max_distance,
                     limit=hot_bucket_limit,
                 )
-                yield _joined_batch(ids, joined)
+                yield _joined_batch(ids, joined, judged=_judged(judged_by, joined))
                 if keys is not None:
                     finds = band_join_finds(fps, table_masks, max_distance)
                     i, j = band_pairs(keys, range(group, BANDS, n_tasks), skip=finds)
                     d = popcount(to_unsigned(fps[i]) ^ to_unsigned(fps[j])).astype(np.int32)
                     marked = TableJoin(i, j, d, [])
-                    yield _joined_batch(ids, marked, band=SKETCH_PAIR)
+                    yield _joined_batch(ids, marked, band=SKETCH_PAIR, judged=_judged(judged_by, marked))
 
     id_type = reps.id_type.simpleString()
     schema = (
-        f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, "
-        f"{C.BAND} int, {C.KEY} bigint, {C.BUCKET_SIZE} bigint"
+        f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.MAY_PASS} boolean, "
+        f"{C.SHARES_BAND} boolean, {C.BAND} int, {C.KEY} bigint, {C.BUCKET_SIZE} bigint"
     )
     return spark.range(0, n_tasks, 1, n_tasks).mapInArrow(run, schema=schema)
 
 
-def _joined_batch(id_values: pa.Array, joined: TableJoin, band: int | None = None) -> pa.RecordBatch:
-    """A task's pairs (as ids, their ``band`` null or the given mark) and notable buckets, in
-    ``in_task_band_join``'s one schema."""
+def _judged(
+    judge: tuple[np.ndarray, np.ndarray, float] | None, joined: TableJoin
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(may pass the sketch filter, the sketches share a band) of each of a task's pairs."""
+    if judge is None:
+        return None
+    sketches, present, min_similarity = judge
+    i, j = joined.i, joined.j
+    return rows_may_pass(sketches, present, i, j, min_similarity), rows_share_band(sketches, i, j)
+
+
+def _joined_batch(
+    id_values: pa.Array,
+    joined: TableJoin,
+    band: int | None = None,
+    judged: tuple[np.ndarray, np.ndarray] | None = None,
+) -> pa.RecordBatch:
+    """A task's pairs (as ids, their ``band`` null or the given mark, judged or not) and notable buckets,
+    in ``in_task_band_join``'s one schema."""
     n_pairs, n_buckets = len(joined.i), len(joined.buckets)
     pair_bands = pa.nulls(n_pairs, pa.int32()) if band is None else pa.array([band] * n_pairs, pa.int32())
     a, b = id_values.take(pa.array(joined.i)), id_values.take(pa.array(joined.j))
     first = pc.less(a, b)  # positions follow the collected order, not the ids' order
     no_ids = pa.nulls(n_buckets, id_values.type)
     size, bands, key = zip(*joined.buckets, strict=True) if n_buckets else ((), (), ())
+    flags = [pa.nulls(n_pairs, pa.bool_())] * 2 if judged is None else [pa.array(f) for f in judged]
+    no_flags = pa.nulls(n_buckets, pa.bool_())
     return pa.RecordBatch.from_arrays(
         [
             pa.concat_arrays([pc.if_else(first, a, b), no_ids]),
             pa.concat_arrays([pc.if_else(first, b, a), no_ids]),
             pa.concat_arrays([pa.array(joined.distance, pa.int32()), pa.nulls(n_buckets, pa.int32())]),
+            pa.concat_arrays([flags[0], no_flags]),
+            pa.concat_arrays([flags[1], no_flags]),
             pa.concat_arrays([pair_bands, pa.array(bands, pa.int32())]),
             pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(key, pa.int64())]),
             pa.concat_arrays([pa.nulls(n_pairs, pa.int64()), pa.array(size, pa.int64())]),
         ],
-        names=[C.ID_A, C.ID_B, C.DISTANCE, C.BAND, C.KEY, C.BUCKET_SIZE],
+        names=[C.ID_A, C.ID_B, C.DISTANCE, C.MAY_PASS, C.SHARES_BAND, C.BAND, C.KEY, C.BUCKET_SIZE],
     )
 
 

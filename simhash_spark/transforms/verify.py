@@ -127,14 +127,27 @@ def drop_unreachable(
         return pairs
     rows = rows_of_pairs(pairs, summaries) if few else summaries
     with_summaries = _by_pair(pairs, rows, C.CHECK_SUMMARY, "summary")
-    judged = with_summaries.withColumn(
-        "_judged", _judged_udf(check, sketch_bands)(F.col("_asummary"), F.col("_bsummary"))
+    verdict = _judged_udf(check, sketch_bands)(F.col("_asummary"), F.col("_bsummary"))
+    judged = with_summaries.withColumn("_judged", verdict).select(
+        C.ID_A, C.ID_B, C.DISTANCE, F.col("_judged.may_pass").alias(C.MAY_PASS), "_judged.shares_band"
     )
-    keep = ~needs_check_column(rule, F.col(C.DISTANCE)) | F.col("_judged.may_pass")
+    return keep_reachable(judged, rule=rule, sketch_bands=sketch_bands)
+
+
+def unreachable_column(rule: PairRule) -> Column:
+    """A judged candidate the text check would test (``needs_check_column``) that its filter says cannot
+    pass (``may_pass`` false): one whose texts need not be read."""
+    return needs_check_column(rule, F.col(C.DISTANCE)) & ~F.col(C.MAY_PASS)
+
+
+def keep_reachable(judged: DataFrame, *, rule: PairRule, sketch_bands: bool) -> DataFrame:
+    """``drop_unreachable`` of candidates already judged (``id_a``, ``id_b``, ``distance``, ``may_pass``,
+    ``shares_band``; e.g. where the band join found them, ``transforms.candidates.in_task_band_join``).
+    Out: as ``drop_unreachable``."""
     out: list[str | Column] = [C.ID_A, C.ID_B, C.DISTANCE]
     if sketch_bands:
-        out.append(F.col("_judged.shares_band").alias(C.SHARES_BAND))
-    return judged.where(keep).select(*out)
+        out.append(C.SHARES_BAND)
+    return judged.where(~unreachable_column(rule)).select(*out)
 
 
 def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> DataFrame:
