@@ -242,3 +242,29 @@ def test_texts_read_again_for_the_check_are_valid_utf8(spark, tmp_path, capsys, 
     assert [(p["id_a"], p["id_b"]) for p in pairs] == [("a", "b")]
     assert pairs[0]["reason"] == "verified" and pairs[0]["similarity"] >= 0.8
     assert "第0段" in (out / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("int_ids", [False, True])
+def test_ids_are_counted_by_their_hashes_and_duplicates_confirmed_by_the_ids(spark, int_ids):
+    """The Spark pass counts distinct hashes of the ids; fewer than rows is confirmed on the ids
+    themselves: duplicates are an error naming them, two ids whose hashes collide are not."""
+    from pyspark.sql import functions as F
+
+    from simhash_spark.config import load_config
+    from simhash_spark.errors import InputError
+    from simhash_spark.io import id_totals, validate_ids
+
+    cfg = load_config()
+    ids = list(range(40)) if int_ids else [f"d{i}" for i in range(40)]
+    schema = f"id {'bigint' if int_ids else 'string'}, text string"
+    unique = spark.createDataFrame([(i, TEXT) for i in ids], schema)
+    with_null = unique.union(spark.createDataFrame([(None, TEXT)], schema))
+    totals = with_null.agg(*id_totals(F.col("id"))).first()
+    assert (totals["rows"], totals["non_null"], totals["distinct"]) == (41, 40, 40)
+    twice = unique.union(unique.where(F.col("id").isin(ids[3], ids[7])))
+    totals = twice.agg(*id_totals(F.col("id"))).first()
+    assert (totals["rows"], totals["distinct"]) == (42, 40)
+    with pytest.raises(InputError, match=f"duplicate values, e.g. {ids[3]!r} \\(2 rows\\), {ids[7]!r}"):
+        validate_ids(totals, twice, cfg, source="in")
+    # as if two distinct ids had hashed alike: the ids show no duplicate, so nothing is wrong
+    validate_ids({"rows": 40, "non_null": 40, "distinct": 39}, unique, cfg, source="in")
