@@ -33,7 +33,14 @@ from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
 from simhash_spark.report.collect import collect_report
 from simhash_spark.report.render import ReportData, render
-from simhash_spark.run_summary import SKIPPED_LISTED, driver_memory, report_rows, run_statistics, versions
+from simhash_spark.run_summary import (
+    SKIPPED_LISTED,
+    driver_memory,
+    report_rows,
+    run_statistics,
+    versions,
+    worker_numpy,
+)
 from simhash_spark.session import bound_plan_strings
 from simhash_spark.storage import FileSystem
 from simhash_spark.tables import OutputTables
@@ -219,6 +226,7 @@ def summary(
                 "spark.sql.execution.arrow.maxRecordsPerBatch", None
             ),
             **driver_memory(spark),
+            **worker_numpy(spark),
         },
         "versions": versions(),
     }

@@ -3,6 +3,7 @@ driver's heap, and how many rows the report takes."""
 
 from __future__ import annotations
 
+import os
 import platform
 from importlib import metadata
 from typing import Any
@@ -71,6 +72,22 @@ def driver_memory(spark: SparkSession) -> dict[str, str | None]:
     if memory is None:
         return {"driver_memory": SPARK_DEFAULT_DRIVER_MEMORY, "driver_memory_from": "Spark's default"}
     return {"driver_memory": memory, "driver_memory_from": chosen or "the launcher"}
+
+
+def worker_numpy(spark: SparkSession) -> dict[str, str | None]:
+    """The numpy code paths the Python workers were told to leave (``NPY_DISABLE_CPU_FEATURES``): set for
+    them through ``spark.executorEnv`` (as a local run on AMD Zen 4 does, ``spark.local_numpy_avx512``), or
+    in a local run inherited from this process; None: numpy's own choice."""
+    from simhash_spark.session import NUMPY_FEATURES, WORKER_NUMPY_FEATURES
+
+    try:
+        features = spark.conf.get(WORKER_NUMPY_FEATURES, None)
+        local = str(spark.conf.get("spark.master", "")).startswith("local")
+    except Exception:  # Spark Connect servers may refuse to show static settings
+        return {"worker_numpy_disabled_features": None}
+    if features is None and local:
+        features = os.environ.get(NUMPY_FEATURES)
+    return {"worker_numpy_disabled_features": features or None}
 
 
 def report_rows(stats: dict[str, Any]) -> int:

@@ -81,3 +81,29 @@ def test_other_cpus_keep_numpys_choice(zen4, monkeypatch):
 def test_the_setting_is_validated():
     with pytest.raises(ConfigError, match=r"spark\.local_numpy_avx512"):
         with_overrides(load_config(), {"spark.local_numpy_avx512": "off"})
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+
+    def get(self, key: str, default=None):
+        return self.values.get(key, default)
+
+
+class _Session:
+    def __init__(self, values: dict[str, str]):
+        self.conf = _Conf(values)
+
+
+def test_the_summary_records_what_the_workers_got(monkeypatch):
+    from simhash_spark.run_summary import worker_numpy
+
+    key = "worker_numpy_disabled_features"
+    monkeypatch.delenv(session.NUMPY_FEATURES, raising=False)
+    set_for_workers = {session.WORKER_NUMPY_FEATURES: "X86_V4", "spark.master": "local[2]"}
+    assert worker_numpy(_Session(set_for_workers)) == {key: "X86_V4"}
+    assert worker_numpy(_Session({"spark.master": "local[2]"})) == {key: None}
+    monkeypatch.setenv(session.NUMPY_FEATURES, "AVX512_SPR")  # a local run's workers inherit it
+    assert worker_numpy(_Session({"spark.master": "local[*]"})) == {key: "AVX512_SPR"}
+    assert worker_numpy(_Session({"spark.master": "yarn"})) == {key: None}
