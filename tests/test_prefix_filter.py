@@ -180,6 +180,31 @@ def test_the_verify_stage_gives_the_same_pairs_with_the_check_filter(spark, chec
     assert {(0, b) for b in range(1, n)} <= kept_ids
 
 
+def test_the_verify_stage_runs_each_python_udf_once_per_pair(spark):
+    """The text check and the check filter read their UDF's result in a filter and in the output: Spark
+    must not copy the UDF into the filter (then every pair's texts would go to Python twice)."""
+    from simhash_spark.core.rules import PairRule
+    from simhash_spark.core.verify import ThresholdPolicy
+    from simhash_spark.transforms.verify import accept_pairs, drop_unreachable
+
+    docs = _corpus(11)[:4]
+    texts = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
+    cands = spark.createDataFrame([(0, 1, 6), (0, 2, 6), (1, 3, 6)], "id_a long, id_b long, distance int")
+    lengths = spark.createDataFrame([(i, 300) for i in range(4)], "id long, n_chars int")
+    check = CheckFilter(SKETCH, 0.8)
+    summaries = spark.createDataFrame(
+        [(i, check.summary(char_ngram_hashes(t, 5)[0])) for i, t in enumerate(docs)],
+        "id long, check_summary binary",
+    )
+    rule = PairRule(ThresholdPolicy(12), VerifyOptions(), NormalizeOptions())
+    accepted = accept_pairs(cands, rule=rule, lengths=lengths, texts=texts)
+    kept = drop_unreachable(cands, rule=rule, check=check, summaries=summaries, sketch_bands=True)
+    for frame in (accepted, kept):
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("ArrowEvalPython") == 1, plan
+    assert {(r["id_a"], r["id_b"]) for r in accepted.collect()} == {(0, 1)}
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("kind", [PREFIX, SKETCH])
 def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_check_filter(spark, kind):

@@ -77,6 +77,14 @@ def _values(column: pd.Series) -> list[Any]:
     return column.where(column.notna(), None).tolist()
 
 
+def _once(udf: Any) -> Any:
+    """``udf`` evaluated once per row even where a filter reads what it returns: Spark pushes a filter below
+    the projection that computes a deterministic expression by copying the expression into the filter, so
+    a Python UDF would run twice over the same rows (its inputs shipped to Python twice). Its results do
+    not vary; only the optimizer is told they might."""
+    return udf.asNondeterministic()
+
+
 def _similarity_udf(rule: PairRule) -> Any:
     """``core.verify.similarities`` of two text columns."""
 
@@ -85,7 +93,7 @@ def _similarity_udf(rule: PairRule) -> Any:
         for a, b in batches:
             yield pd.Series(similarities(_values(a), _values(b), rule.verify, rule.norm, rule.short))
 
-    return similarity
+    return _once(similarity)
 
 
 def _judged_udf(check: CheckFilter, sketch_bands: bool) -> Any:
@@ -100,7 +108,7 @@ def _judged_udf(check: CheckFilter, sketch_bands: bool) -> Any:
             shares = stored_share_band(va, vb) if sketch_bands else np.zeros(len(va), dtype=bool)
             yield pd.DataFrame({"may_pass": check.may_pass(va, vb), "shares_band": shares})
 
-    return judged
+    return _once(judged)
 
 
 def drop_unreachable(
