@@ -378,6 +378,41 @@ def _count_candidates(candidates: DataFrame, judged_by: PairRule | None = None) 
     return int(row["n"]) - int(row["s"]), int(row["s"]), int(row["r"])
 
 
+def _filtered(
+    candidates: DataFrame,
+    rule: PairRule,
+    ctx: RunContext,
+    *,
+    summaries: DataFrame | None,
+    n_candidates: int,
+    few_limit: int,
+    sketch_bands: bool,
+    rejected_in_task: int | None,
+) -> tuple[DataFrame, int, dict[str, Any]]:
+    """The ``n_candidates`` candidates less those the text check's filter shows need not be checked, how
+    many are left, and the filter's statistics (``verify.<kind>_filter`` and how many it rejected,
+    ``verify.<kind>_rejected``; empty without a filter). ``rejected_in_task``: the candidates were judged
+    where the band join found them (``may_pass``, ``shares_band``) and this many need not be checked:
+    they are dropped by a filter. Else, with ``summaries``, they are judged in joins of the summaries alone
+    (the ids broadcast when at most ``few_limit``), so no text is read for them."""
+    check = requested(rule.verify)
+    if check is None or not rule.verify.enabled:
+        return candidates, n_candidates, {}
+    if rejected_in_task is not None:
+        kept = keep_reachable(candidates, rule=rule, sketch_bands=sketch_bands)
+        n_left = n_candidates - rejected_in_task
+    elif summaries is not None:
+        few = n_candidates <= few_limit
+        judged = drop_unreachable(
+            candidates, rule=rule, check=check, summaries=summaries, few=few, sketch_bands=sketch_bands
+        )
+        kept = ctx.materialize(judged)
+        n_left = kept.count()
+    else:
+        return candidates, n_candidates, {}
+    return kept, n_left, {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
+
+
 def _accepted(
     candidates: DataFrame,
     ident: _Identical,
@@ -395,33 +430,19 @@ def _accepted(
     rejected_in_task: int | None = None,
 ) -> tuple[DataFrame, int, dict[str, Any]]:
     """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
-    number of forest edges, and the check filter's statistics (``verify.<kind>_filter`` and how many of the
-    ``n_candidates`` candidates it rejected, ``verify.<kind>_rejected``; empty without it). Up to
-    ``few_limit`` candidates are few enough for the driver to broadcast their ids. With ``summaries``, the
-    candidates whose summaries show they need not be checked are dropped first, in joins of the summaries
-    alone, so only the texts of the others are joined — and, once they are few enough, only those
-    documents' texts. ``rejected_in_task``: the candidates were judged where the band join found them
-    (``may_pass``, ``shares_band``), and this many need not be checked: they are dropped without a join."""
-    filtered: dict[str, Any] = {}
-    n_left = n_candidates
-    check = requested(rule.verify)
-    if rejected_in_task is not None and check is not None:
-        candidates = keep_reachable(candidates, rule=rule, sketch_bands=sketch_bands)
-        n_left = n_candidates - rejected_in_task
-        filtered = {f"{check.kind}_filter": True, f"{check.kind}_rejected": rejected_in_task}
-    elif summaries is not None and check is not None and rule.verify.enabled:
-        candidates = ctx.materialize(
-            drop_unreachable(
-                candidates,
-                rule=rule,
-                check=check,
-                summaries=summaries,
-                few=n_candidates <= few_limit,
-                sketch_bands=sketch_bands,
-            )
-        )
-        n_left = candidates.count()
-        filtered = {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
+    number of forest edges, and the check filter's statistics (``_filtered``). Up to ``few_limit``
+    candidates are few enough for the driver to broadcast their ids: once the filter leaves that few, only
+    those documents' texts are joined."""
+    candidates, n_left, filtered = _filtered(
+        candidates,
+        rule,
+        ctx,
+        summaries=summaries,
+        n_candidates=n_candidates,
+        few_limit=few_limit,
+        sketch_bands=sketch_bands,
+        rejected_in_task=rejected_in_task,
+    )
     few = n_left <= few_limit
     checked_texts = texts
     if few and texts is not None and rule.verify.enabled:

@@ -233,12 +233,9 @@ def in_task_band_join(
     and bucket rows (``band``, ``band_key``, ``bucket_size`` of every hot bucket and each table's ten
     largest; pair columns null).
     """
-    judge = None
-    if check is not None and reps.sketches is not None and reps.has_sketch is not None:
-        if check.kind != SKETCH:
-            raise ValueError(f"pairs are judged in the band join's tasks by sketches, not by a {check.kind}")
-        judge = (reps.sketches, reps.has_sketch, check.min_similarity)
-    shipped = spark.sparkContext.broadcast((reps.ids, reps.fingerprints, reps.sketch_keys, judge))
+    shipped = spark.sparkContext.broadcast(
+        (reps.ids, reps.fingerprints, reps.sketch_keys, _judge(reps, check))
+    )
     table_masks = np.array(masks, dtype=np.int64)
     n_tasks = max(1, min(tasks, max(len(masks), BANDS if reps.sketch_keys is not None else 0)))
 
@@ -267,6 +264,15 @@ def in_task_band_join(
         f"{C.SHARES_BAND} boolean, {C.BAND} int, {C.KEY} bigint, {C.BUCKET_SIZE} bigint"
     )
     return spark.range(0, n_tasks, 1, n_tasks).mapInArrow(run, schema=schema)
+
+
+def _judge(reps: Collected, check: CheckFilter | None) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """What the tasks judge pairs with: the sketches, which rows have one, and the check's threshold."""
+    if check is None or reps.sketches is None or reps.has_sketch is None:
+        return None
+    if check.kind != SKETCH:
+        raise ValueError(f"pairs are judged in the band join's tasks by sketches, not by a {check.kind}")
+    return reps.sketches, reps.has_sketch, check.min_similarity
 
 
 def _judged(
