@@ -22,8 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from simhash_spark.session import NUMPY_FEATURES, machine_cpuinfo, numpy_features_to_disable
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "news_xwlb.parquet"
-NUMPY_FEATURES = "NPY_DISABLE_CPU_FEATURES"
 
 
 def _fastest(run, repeat: int) -> float:
@@ -70,8 +71,6 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.corpus, args.limit, args.repeat)))
         return
-    from simhash_spark.session import machine_cpuinfo, numpy_features_to_disable
-
     features = numpy_features_to_disable(machine_cpuinfo())
     base = {k: v for k, v in os.environ.items() if k != NUMPY_FEATURES}
     sides = {"numpy_choice": base, "job_workers": {**base, NUMPY_FEATURES: features} if features else base}

@@ -337,6 +337,15 @@ class _Judge:
     summaries: DataFrame  # id, check_summary: the sketches
 
 
+def _in_task_judge(rule: PairRule, summaries: DataFrame | None) -> _Judge | None:
+    """The sketch filter for the band join's tasks to judge pairs with: where the rule checks texts and
+    its filter is the sketch (the prefix filter is applied by joins, ``drop_unreachable``)."""
+    check = requested(rule.verify)
+    if summaries is None or check is None or check.kind != SKETCH or not rule.verify.enabled:
+        return None
+    return _Judge(check, summaries)
+
+
 def _candidates(
     ident: _Identical,
     k: int,
@@ -344,23 +353,22 @@ def _candidates(
     ctx: RunContext,
     sketches: DataFrame | None,
     judge: _Judge | None = None,
-) -> tuple[Design, DataFrame, int, bool]:
+) -> tuple[Design, DataFrame, int]:
     """The band join inside tasks where the representatives fit the driver, else shuffled; with
-    ``sketches``, the sketch bands' pairs too; the last value: whether ``judge`` judged the candidates
-    (inside tasks only). As ``_in_task_join``."""
+    ``sketches``, the sketch bands' pairs too; ``judge`` judges them inside the tasks only (the candidates
+    then have ``may_pass``). As ``_in_task_join``."""
     n_distinct = int(ident.totals["distinct"])
     collects_sketches = sketches is not None or judge is not None
     tasks = in_task_parallelism(ident.reps.sparkSession, n_distinct, sketches=collects_sketches)
     if tasks is not None and n_distinct <= bands.in_task_max_fingerprints:
-        found = _in_task_join(ident, k, bands, ctx, tasks=tasks, sketches=sketches, judge=judge)
-        return *found, judge is not None
+        return _in_task_join(ident, k, bands, ctx, tasks=tasks, sketches=sketches, judge=judge)
     scheme, report = _scheme(ident, k, bands)
     design, joined = _shuffled_join(ident, scheme, report, k, bands, ctx)
     candidates = joined.withColumn(C.BAND, F.lit(None).cast("int"))
     if sketches is None:
-        return design, candidates, 0, False
+        return design, candidates, 0
     from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, bands, ctx)
-    return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot, False
+    return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot
 
 
 def _count_candidates(candidates: DataFrame, judged_by: PairRule | None = None) -> tuple[int, int, int]:
@@ -483,13 +491,11 @@ def _find(
     sketches = summaries if params.sketch_bands else None
     if params.sketch_bands and summaries is None:
         raise ValueError("match.sketch_bands needs the documents' sketches (summaries)")
-    check = requested(rule.verify) if checking and summaries is not None else None
-    judge = None
-    if check is not None and check.kind == SKETCH and summaries is not None:
-        judge = _Judge(check, summaries)
     with ctx.stage("candidates"):
         ident = _identical(keyed, texts if checking else None, limit, ctx)
-        design, candidates, sketch_hot, judged = _candidates(ident, k, params.bands, ctx, sketches, judge)
+        judge = _in_task_judge(rule, summaries)
+        design, candidates, sketch_hot = _candidates(ident, k, params.bands, ctx, sketches, judge)
+        judged = C.MAY_PASS in candidates.columns
         within_k, n_sketch, rejected = _count_candidates(candidates, rule if judged else None)
         verdicts = [C.MAY_PASS, C.SHARES_BAND] if judged else []
         candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE, *verdicts)

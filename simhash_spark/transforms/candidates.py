@@ -283,6 +283,8 @@ def _judged(
         return None
     sketches, present, min_similarity = judge
     i, j = joined.i, joined.j
+    # band keys from the sketches, not the shipped ones: those lack the hot keys, and a pair sharing a hot
+    # key shares a band all the same (as ``core.sketch_bands.stored_share_band`` says of stored sketches)
     return rows_may_pass(sketches, present, i, j, min_similarity), rows_share_band(sketches, i, j)
 
 
