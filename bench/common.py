@@ -62,7 +62,7 @@ def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None) -> Proce
         stderr=subprocess.PIPE,
         text=True,
     )
-    stop, peak = threading.Event(), []
+    stop, peak = threading.Event(), list[int]()
     watcher = threading.Thread(target=_peak_rss, args=(proc.pid, stop, peak))
     watcher.start()
     _, err = proc.communicate()

@@ -37,7 +37,10 @@ twice on the 20 documents (the first writes the archive when its JVM exits, the 
         [--peers job,datasketch,mllib,rensa,gaoya,job_20] [--timeout 0]
 
 Needs the ``bench`` extra (datasketch, rensa, gaoya). Prints one JSON object: seconds per peer (median over
-``--repeat`` rounds, peers interleaved within a round), pairs found, and each peer's time over the job's.
+``--repeat`` rounds, peers interleaved within a round), pairs found, each peer's time over the job's, and
+the CPU the machine spent during each round (``cpu``: user and system seconds over all cores, from
+``/proc/stat``, with Linux; what else ran meanwhile counts too): a peer on one core and the job on all
+of them compare by it whatever the machine's load did to their wall clocks.
 A peer still running after ``--timeout`` seconds is stopped, and one that fails (a non-zero exit, e.g.
 killed for its memory) is let be; both are reported in ``timed_out`` (failed or stopped: its time then
 only bounds it from below, and stderr says which).
@@ -55,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -230,12 +234,33 @@ def _sorted_shingles(texts: pd.Series) -> pd.Series:
     return pd.Series([sorted(s) for s in shingle_sets(texts.tolist())])
 
 
-def timed(
-    cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None
-) -> tuple[float, bool]:
-    """(seconds, finished): a command past ``timeout`` is stopped with its process group; one that fails
-    has not finished either, and the end of what it wrote to stderr is printed."""
-    start = time.perf_counter()
+def machine_cpu_seconds() -> tuple[float, float] | None:
+    """(user, system) CPU seconds this machine's cores have run since boot, from ``/proc/stat`` (user and
+    nice; system, interrupts and soft interrupts); None where there is none (not Linux). The difference
+    over a run is its process tree's CPU wherever its processes go (a JVM a driver does not wait for, the
+    Python workers it forks), plus whatever else ran meanwhile: compare runs side by side."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 8:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice) / tick, (system + irq + softirq) / tick
+
+
+@dataclass(frozen=True)
+class Timed:
+    seconds: float  # wall clock
+    finished: bool  # exited 0 before the timeout
+    cpu: dict[str, float] | None  # the machine's user and system CPU seconds meanwhile (machine_cpu_seconds)
+
+
+def timed(cmd: list[str], timeout: float | None = None, env: dict[str, str] | None = None) -> Timed:
+    """A command run and timed: one past ``timeout`` is stopped with its process group; one that fails has
+    not finished either, and the end of what it wrote to stderr is printed."""
+    cpu_before, start = machine_cpu_seconds(), time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
         try:
@@ -243,14 +268,21 @@ def timed(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return time.perf_counter() - start, False
-        took = time.perf_counter() - start
+            return Timed(time.perf_counter() - start, False, _cpu_since(cpu_before))
+        took, cpu = time.perf_counter() - start, _cpu_since(cpu_before)
         if rc:  # a peer that fails (e.g. killed for its memory) is reported, not fatal to the others
             err.seek(0)
             tail = err.read().decode("utf-8", "replace")[-2000:]
             print(f"{cmd[-5:]}: exit {rc}\n{tail}", file=sys.stderr)
-            return took, False
-    return took, True
+            return Timed(took, False, cpu)
+    return Timed(took, True, cpu)
+
+
+def _cpu_since(before: tuple[float, float] | None) -> dict[str, float] | None:
+    after = machine_cpu_seconds()
+    if before is None or after is None:
+        return None
+    return {"user": round(after[0] - before[0], 1), "system": round(after[1] - before[1], 1)}
 
 
 def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str], Path]:
@@ -330,14 +362,16 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     if any(p.startswith("job") for p in peers):
         warm_archive(small, work)
     seconds: dict[str, list[float]] = {p: [] for p in peers}
+    cpu: dict[str, list[dict[str, float] | None]] = {p: [] for p in peers}
     found: dict[str, int] = {}
     timed_out: set[str] = set()
     for n in range(args.repeat):
         for peer in peers:
             cmd, pairs_path = commands(peer, corpus, small, work / f"r{n}")
-            took, finished = timed(cmd, args.timeout or None, peer_env(peer))
-            seconds[peer].append(took)
-            if finished:
+            run = timed(cmd, args.timeout or None, peer_env(peer))
+            seconds[peer].append(run.seconds)
+            cpu[peer].append(run.cpu)
+            if run.finished:
                 found[peer] = count_pairs(pairs_path)
             else:
                 timed_out.add(peer)
@@ -351,6 +385,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         "cores": os.cpu_count(),
         "seconds": {p: round(s, 1) for p, s in med.items()},
         "rounds": {p: [round(x, 1) for x in s] for p, s in seconds.items()},
+        "cpu": cpu,
         "pairs": found,
         "timed_out": sorted(timed_out),
     }
