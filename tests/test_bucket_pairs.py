@@ -178,3 +178,18 @@ def test_compact_keys_group_and_sort_as_the_masked_values(seed, mask, n, few):
     _, by_masked = np.unique(masked, return_inverse=True)
     _, by_key = np.unique(keys, return_inverse=True)
     assert np.array_equal(by_masked, by_key)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 6), max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+    top=st.integers(0, 12),
+)
+def test_largest_buckets_rank_as_a_full_sort(sizes, seed, top):
+    """The largest buckets, ties by the smaller (signed) key, as ranking every bucket gives them: many
+    buckets share a size, and only those as large as the top-th are ranked."""
+    sizes_a = np.array(sizes, dtype=np.int64)
+    keys = np.random.default_rng(seed).integers(-(2**63), 2**63 - 1, size=len(sizes), dtype=np.int64)
+    want = np.lexsort((keys, -sizes_a))[:top]
+    assert bp._largest_buckets(sizes_a, lambda b: keys[b], top).tolist() == want.tolist()

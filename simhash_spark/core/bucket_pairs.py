@@ -214,18 +214,31 @@ def _table(
     order = key_order(keys, width)
     starts = group_starts(None, keys[order])
     sizes = np.diff(starts)
-    firsts = fps[order[starts[:-1]]] & masks[t]  # each bucket's key as the masked (signed) fingerprint
-    # ties: the smaller key first, as for the Spark path's ordering of (size desc, band, key)
-    largest = np.lexsort((firsts, -sizes))[:top]
-    notable = {int(b) for b in largest.tolist()} | {int(b) for b in np.flatnonzero(sizes > limit).tolist()}
-    buckets = [(int(sizes[b]), t, int(firsts[b])) for b in sorted(notable)]
-    kept = sizes <= limit
-    rows = order[np.repeat(kept, sizes)]
-    kept_starts = np.concatenate(([0], np.cumsum(sizes[kept]))).astype(np.int64)
+    hot = np.flatnonzero(sizes > limit)
+    notable = np.union1d(_largest_buckets(sizes, lambda b: fps[order[starts[b]]] & masks[t], top), hot)
+    firsts = fps[order[starts[notable]]] & masks[t]  # each bucket's key as the masked (signed) fingerprint
+    buckets = [(int(n), t, int(f)) for n, f in zip(sizes[notable].tolist(), firsts.tolist(), strict=True)]
+    rows, kept_starts = order, starts
+    if len(hot):
+        kept = sizes <= limit
+        rows = order[np.repeat(kept, sizes)]
+        kept_starts = np.concatenate(([0], np.cumsum(sizes[kept]))).astype(np.int64)
     table_m = to_unsigned(masks)
     i, j, d = _pairs_in_buckets(kept_starts, lambda r: np.full(len(r), t), u[rows], k=k, masks=table_m)
     a, b = rows[i], rows[j]
     return np.minimum(a, b), np.maximum(a, b), d, buckets
+
+
+def _largest_buckets(sizes: np.ndarray, key_of: Callable[[np.ndarray], np.ndarray], top: int) -> np.ndarray:
+    """The ``top`` largest buckets (indices; ties: the smaller key first, ``key_of`` giving the keys of
+    buckets, as the Spark path orders (size desc, band, key)). Only the buckets as large as the ``top``-th
+    are ranked: a table holds tens of thousands."""
+    candidates = np.arange(len(sizes))
+    if len(sizes) > top > 0:
+        cut = np.partition(sizes, len(sizes) - top)[len(sizes) - top]
+        candidates = np.flatnonzero(sizes >= cut)
+    ranked = candidates[np.lexsort((key_of(candidates), -sizes[candidates]))]
+    return ranked[:top]
 
 
 def rank_buckets(
