@@ -24,7 +24,10 @@ on disk, measured side by side in one run:
 - ``job_full_jit``, ``job_20_full_jit``: the same with ``spark.driver_jit=full`` (the driver JVM's default
   compilers instead of the quick one only);
 - ``job_numpy_keep``: the same with ``spark.local_numpy_avx512=keep`` (the Python workers on numpy's own
-  choice of code paths, on a CPU where the job would leave numpy's AVX-512 code off).
+  choice of code paths, on a CPU where the job would leave numpy's AVX-512 code off);
+- ``job_uncompressed``, ``job_zstd``: the same with ``spark.sql.parquet.compression.codec`` set to
+  ``uncompressed`` or ``zstd`` (Spark's default, which the job keeps, is snappy): what the codec costs
+  in time and saves in bytes (``output_mib``), mostly in ``deduplicated/``, the input's copy.
 
 The single-process Python peers run with numpy on the code paths the job's Python workers get on this
 machine (``NPY_DISABLE_CPU_FEATURES`` as ``spark.local_numpy_avx512 = "auto"`` sets it; unset elsewhere).
@@ -40,7 +43,8 @@ Needs the ``bench`` extra (datasketch, rensa, gaoya). Prints one JSON object: se
 ``--repeat`` rounds, peers interleaved within a round), pairs found, each peer's time over the job's, and
 the CPU the machine spent during each round (``cpu``: user and system seconds over all cores, from
 ``/proc/stat``, with Linux; what else ran meanwhile counts too): a peer on one core and the job on all
-of them compare by it whatever the machine's load did to their wall clocks.
+of them compare by it whatever the machine's load did to their wall clocks; and what each peer wrote
+(``output_mib``: its output folder or file, median over the rounds).
 A peer still running after ``--timeout`` seconds is stopped, and one that fails (a non-zero exit, e.g.
 killed for its memory) is let be; both are reported in ``timed_out`` (failed or stopped: its time then
 only bounds it from below, and stderr says which).
@@ -302,6 +306,9 @@ def commands(peer: str, corpus: str, small: str, work: Path) -> tuple[list[str],
             cmd += ["--set", "spark.driver_jit=full"]
         if "numpy_keep" in peer:
             cmd += ["--set", "spark.local_numpy_avx512=keep"]
+        for codec in ("uncompressed", "zstd"):
+            if peer.endswith(f"_{codec}"):
+                cmd += ["--spark-conf", f"spark.sql.parquet.compression.codec={codec}"]
         return cmd, out / "pairs"
     return [py, me, "--run", peer, "--corpus", corpus, "--out", str(out)], out
 
@@ -321,6 +328,13 @@ def warm_archive(small: str, work: Path) -> None:
     for i in range(2):
         timed(commands("job_20", small, small, work / f"warm{i}")[0])
         class_archive.wait_for_writers(class_archive.default_directory(), 300)
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a file: its size; nothing there: 0)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def count_pairs(path: Path) -> int:
@@ -363,6 +377,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         warm_archive(small, work)
     seconds: dict[str, list[float]] = {p: [] for p in peers}
     cpu: dict[str, list[dict[str, float] | None]] = {p: [] for p in peers}
+    written: dict[str, list[int]] = {p: [] for p in peers}
     found: dict[str, int] = {}
     timed_out: set[str] = set()
     for n in range(args.repeat):
@@ -375,6 +390,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
                 found[peer] = count_pairs(pairs_path)
             else:
                 timed_out.add(peer)
+            written[peer].append(tree_bytes(work / f"r{n}" / peer))
             # counted: the next round does not need this one's outputs on the disk
             shutil.rmtree(work / f"r{n}" / peer, ignore_errors=True)
     med = {p: statistics.median(s) for p, s in seconds.items()}
@@ -386,6 +402,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         "seconds": {p: round(s, 1) for p, s in med.items()},
         "rounds": {p: [round(x, 1) for x in s] for p, s in seconds.items()},
         "cpu": cpu,
+        "output_mib": {p: round(statistics.median(b) / 2**20, 1) for p, b in written.items()},
         "pairs": found,
         "timed_out": sorted(timed_out),
     }
