@@ -454,8 +454,10 @@ def _accepted(
     few = n_left <= few_limit
     checked_texts = texts
     if few and texts is not None and rule.verify.enabled:
-        # the check joins a text to each end of a pair: persisted, the input is scanned for them once
-        checked_texts = ctx.persist(rows_of_pairs(candidates, texts))
+        # the check joins a text to each end of a pair: persisted, the input is scanned for them once, and
+        # partitioned by id as both joins want them, the texts are shuffled once
+        partitions = int(texts.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+        checked_texts = ctx.persist(rows_of_pairs(candidates, texts, partitions=partitions))
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
     forest_edges = 0
     if design.n_hot and design.hot is not None:

@@ -234,3 +234,37 @@ def test_a_run_linked_by_spark_finds_the_same_duplicates_with_the_check_filter(s
     failed = stats_off["candidate_pairs_within_k"] - stats_off["verify"]["passed"]
     assert 0 <= stats_on["verify"].pop(f"{kind}_rejected") <= failed
     assert stats_on["verify"] == stats_off["verify"]
+
+
+def test_texts_partitioned_by_id_are_shuffled_once_for_both_ends(spark):
+    """The check joins a text to each end of a pair. The texts persisted partitioned and sorted by id
+    (``rows_of_pairs`` with ``partitions``) enter neither join through a shuffle: both ends read them as
+    they lie; the accepted pairs are the same."""
+    from simhash_spark.core.rules import PairRule
+    from simhash_spark.core.verify import ThresholdPolicy
+    from simhash_spark.transforms.verify import accept_pairs, rows_of_pairs
+
+    docs = _corpus(11)[:6]
+    texts = spark.createDataFrame(list(enumerate(docs)), "id long, text string")
+    cands = spark.createDataFrame(
+        [(0, 1, 6), (0, 2, 6), (1, 3, 6), (4, 5, 6)], "id_a long, id_b long, distance int"
+    )
+    lengths = spark.createDataFrame([(i, 300) for i in range(6)], "id long, n_chars int")
+    rule = PairRule(ThresholdPolicy(12), VerifyOptions(), NormalizeOptions())
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    results, shuffled = [], []
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # joined as many texts would be
+    try:
+        for by_id in (None, partitions):
+            rows = rows_of_pairs(cands, texts, partitions=by_id).persist()
+            accepted = accept_pairs(cands, rule=rule, lengths=lengths, texts=rows)
+            results.append(sorted(tuple(r) for r in accepted.collect()))
+            # as adaptive execution ran it: planned before the texts were persisted, both joins shuffle them
+            final = accepted._jdf.queryExecution().executedPlan().executedPlan().toString()
+            shuffled.append(sum(final.count(f"Exchange hashpartitioning(_{e}text_id") for e in "ab"))
+            rows.unpersist()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    assert results[0] == results[1] and results[0]
+    assert shuffled == [2, 0], shuffled

@@ -166,11 +166,17 @@ def _by_pair(pairs: DataFrame, side: DataFrame, column: str, suffix: str) -> Dat
     return pairs
 
 
-def rows_of_pairs(pairs: DataFrame, side: DataFrame) -> DataFrame:
+def rows_of_pairs(pairs: DataFrame, side: DataFrame, *, partitions: int | None = None) -> DataFrame:
     """``side``'s rows of the documents in ``pairs`` only: their ids are broadcast, so the scan drops every
-    other row (text, check summary) before the joins shuffle and sort what is left."""
+    other row (text, check summary) before the joins shuffle and sort what is left. With ``partitions``
+    (``spark.sql.shuffle.partitions``), hash-partitioned into that many by id and sorted within them, as
+    the joins to each end of a pair want them: persisted so, the rows are shuffled and sorted once, not
+    once per end."""
     ids = pairs.select(F.col(C.ID_A).alias(C.ID)).unionByName(pairs.select(F.col(C.ID_B).alias(C.ID)))
-    return side.join(F.broadcast(ids), on=C.ID, how="left_semi")
+    rows = side.join(F.broadcast(ids), on=C.ID, how="left_semi")
+    if partitions is None:
+        return rows
+    return rows.repartition(partitions, C.ID).sortWithinPartitions(C.ID)
 
 
 def _hamming(a: Column, b: Column) -> Column:
