@@ -179,7 +179,11 @@ def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
     title column ``title_text``, then the pass-through columns and the representative policy's column.
     """
     ic = cfg.input
-    text = _joined_text([F.col(c) for c in ic.text_columns])
+    texts = [F.col(c) for c in ic.text_columns]
+    all_null = F.lit(True)
+    for t in texts:
+        all_null = all_null & t.isNull()
+    text = F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws("\n", *texts))
     extras = list(
         dict.fromkeys([*ic.passthrough_columns, *filter(None, [policy_column(cfg.cluster.representative)])])
     )
@@ -191,17 +195,6 @@ def prepare_docs(raw: DataFrame, cfg: Config) -> DataFrame:
         *title,
         *[F.col(c) for c in extras if c != C.TITLE],
     )
-
-
-def _joined_text(texts: list[Column]) -> Column:
-    """The text columns joined with a newline, null when all of them are null. One column is passed as
-    it is: joining it alone would copy every text on its way to the fingerprint UDF and the check."""
-    if len(texts) == 1:
-        return texts[0]
-    all_null = F.lit(True)
-    for t in texts:
-        all_null = all_null & t.isNull()
-    return F.when(all_null, F.lit(None).cast("string")).otherwise(F.concat_ws("\n", *texts))
 
 
 def _glob_root(path: str) -> str:

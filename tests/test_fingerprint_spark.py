@@ -40,23 +40,3 @@ def test_spark_fingerprints_with_variants_equal_the_pure_fingerprinter(spark):
         int(f) if ok else None for f, ok in zip(batch.fingerprint, batch.has_fingerprint, strict=True)
     ]
     assert got[0] is not None and got[0] == Fingerprinter(cfg.model).batch([TEXTS[0]]).fingerprint[0]
-
-
-def test_prepared_text_joins_text_columns_and_passes_one_as_it_is(spark):
-    """Several text columns are joined with a newline (null only when all are null); a single text column
-    reaches the fingerprint UDF as it was read: no expression copies every text on the way."""
-    from simhash_spark.io import prepare_docs
-
-    raw = spark.createDataFrame(
-        [(1, "标题", "正文"), (2, None, "正文"), (3, None, None), (4, "", None)],
-        "id long, title string, body string",
-    )
-    two = load_config(overrides=['input.id_column="id"', 'input.text_columns=["title","body"]'])
-    joined = {r[C.ID]: r[C.TEXT] for r in prepare_docs(raw, two).collect()}
-    assert joined == {1: "标题\n正文", 2: "正文", 3: None, 4: ""}
-
-    one = load_config(overrides=['input.text_columns=["body"]'])
-    docs = prepare_docs(raw, one)
-    assert {r[C.ID]: r[C.TEXT] for r in docs.collect()} == {1: "正文", 2: "正文", 3: None, 4: None}
-    plan = docs._jdf.queryExecution().optimizedPlan().toString()
-    assert "concat_ws" not in plan, plan
