@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
@@ -421,6 +421,16 @@ def _filtered(
     return kept, n_left, {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
 
 
+def _shuffle_partitions(spark: SparkSession) -> int | None:
+    """``spark.sql.shuffle.partitions`` as a number; None where a platform sets it otherwise (e.g. "auto"):
+    frames are then left for the joins to shuffle as they need."""
+    value = spark.conf.get("spark.sql.shuffle.partitions", None)
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
 def _accepted(
     candidates: DataFrame,
     ident: _Identical,
@@ -456,7 +466,7 @@ def _accepted(
     if few and texts is not None and rule.verify.enabled:
         # the check joins a text to each end of a pair: persisted, the input is scanned for them once, and
         # partitioned by id as both joins want them, the texts are shuffled once
-        partitions = int(texts.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+        partitions = _shuffle_partitions(texts.sparkSession)
         checked_texts = ctx.persist(rows_of_pairs(candidates, texts, partitions=partitions))
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
     forest_edges = 0

@@ -268,3 +268,18 @@ def test_texts_partitioned_by_id_are_shuffled_once_for_both_ends(spark):
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
     assert results[0] == results[1] and results[0]
     assert shuffled == [2, 0], shuffled
+
+
+def test_the_check_partitions_its_texts_only_by_a_number_of_shuffle_partitions():
+    """``spark.sql.shuffle.partitions`` set to something other than a number (some platforms say "auto")
+    leaves the texts unpartitioned instead of failing the run."""
+    from types import SimpleNamespace
+
+    from simhash_spark.linking import _shuffle_partitions
+
+    def session(value):
+        return SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: value))
+
+    assert _shuffle_partitions(session("8")) == 8
+    assert _shuffle_partitions(session("auto")) is None
+    assert _shuffle_partitions(session(None)) is None

@@ -233,8 +233,10 @@ def _largest_buckets(sizes: np.ndarray, key_of: Callable[[np.ndarray], np.ndarra
     """The ``top`` largest buckets (indices; ties: the smaller key first, ``key_of`` giving the keys of
     buckets, as the Spark path orders (size desc, band, key)). Only the buckets as large as the ``top``-th
     are ranked: a table holds tens of thousands."""
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
     candidates = np.arange(len(sizes))
-    if len(sizes) > top > 0:
+    if len(sizes) > top:
         cut = np.partition(sizes, len(sizes) - top)[len(sizes) - top]
         candidates = np.flatnonzero(sizes >= cut)
     ranked = candidates[np.lexsort((key_of(candidates), -sizes[candidates]))]
