@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from simhash_spark.errors import (
     IndexDamaged,
@@ -23,6 +23,16 @@ from simhash_spark.faults import maybe_pause
 from simhash_spark.progress import Progress
 
 log = logging.getLogger("simhash_spark.pipeline")
+
+
+def shuffle_partitions(spark: SparkSession) -> int | None:
+    """``spark.sql.shuffle.partitions`` as a number; None where it is unset or a platform sets it to
+    something else (e.g. "auto"): callers then leave the partitioning to Spark."""
+    value = spark.conf.get("spark.sql.shuffle.partitions", None)
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
 
 
 class StageFailed(RuntimeError):

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.context import RunContext
+from simhash_spark.context import RunContext, shuffle_partitions
 from simhash_spark.core.fingerprint import FINGERPRINTED, INVALID_UTF8, STATUSES, check_filter
 from simhash_spark.io import id_totals, prepare_docs, validate_ids, validate_schema
 from simhash_spark.link_model import AtHand
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 def _default_parallelism(spark: SparkSession) -> int:
     sc = spark_context(spark)
     if sc is None:
-        return int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+        return shuffle_partitions(spark) or 200  # Spark's default
     return int(sc.defaultParallelism)
 
 

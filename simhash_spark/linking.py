@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
-from simhash_spark.context import RunContext
+from simhash_spark.context import RunContext, shuffle_partitions
 from simhash_spark.core.bands import BandScheme, parse_scheme
 from simhash_spark.core.bucket_pairs import rank_buckets
 from simhash_spark.core.check_filter import SKETCH, CheckFilter, requested
@@ -421,16 +421,6 @@ def _filtered(
     return kept, n_left, {f"{check.kind}_filter": True, f"{check.kind}_rejected": n_candidates - n_left}
 
 
-def _shuffle_partitions(spark: SparkSession) -> int | None:
-    """``spark.sql.shuffle.partitions`` as a number; None where a platform sets it otherwise (e.g. "auto"):
-    frames are then left for the joins to shuffle as they need."""
-    value = spark.conf.get("spark.sql.shuffle.partitions", None)
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
-
-
 def _accepted(
     candidates: DataFrame,
     ident: _Identical,
@@ -466,7 +456,7 @@ def _accepted(
     if few and texts is not None and rule.verify.enabled:
         # the check joins a text to each end of a pair: persisted, the input is scanned for them once, and
         # partitioned by id as both joins want them, the texts are shuffled once
-        partitions = _shuffle_partitions(texts.sparkSession)
+        partitions = shuffle_partitions(texts.sparkSession)
         checked_texts = ctx.persist(rows_of_pairs(candidates, texts, partitions=partitions))
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
     forest_edges = 0

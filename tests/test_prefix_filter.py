@@ -275,11 +275,11 @@ def test_the_check_partitions_its_texts_only_by_a_number_of_shuffle_partitions()
     leaves the texts unpartitioned instead of failing the run."""
     from types import SimpleNamespace
 
-    from simhash_spark.linking import _shuffle_partitions
+    from simhash_spark.context import shuffle_partitions
 
     def session(value):
         return SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: value))
 
-    assert _shuffle_partitions(session("8")) == 8
-    assert _shuffle_partitions(session("auto")) is None
-    assert _shuffle_partitions(session(None)) is None
+    assert shuffle_partitions(session("8")) == 8
+    assert shuffle_partitions(session("auto")) is None
+    assert shuffle_partitions(session(None)) is None

@@ -214,10 +214,14 @@ def _table(
     order = key_order(keys, width)
     starts = group_starts(None, keys[order])
     sizes = np.diff(starts)
+
+    def key_of(b: np.ndarray) -> np.ndarray:  # buckets' keys as the masked (signed) fingerprints
+        return fps[order[starts[b]]] & masks[t]
+
     hot = np.flatnonzero(sizes > limit)
-    notable = np.union1d(_largest_buckets(sizes, lambda b: fps[order[starts[b]]] & masks[t], top), hot)
-    firsts = fps[order[starts[notable]]] & masks[t]  # each bucket's key as the masked (signed) fingerprint
-    buckets = [(int(n), t, int(f)) for n, f in zip(sizes[notable].tolist(), firsts.tolist(), strict=True)]
+    notable = np.union1d(_largest_buckets(sizes, key_of, top), hot)
+    keys_of_notable = key_of(notable).tolist()
+    buckets = [(int(n), t, int(f)) for n, f in zip(sizes[notable].tolist(), keys_of_notable, strict=True)]
     rows, kept_starts = order, starts
     if len(hot):
         kept = sizes <= limit
