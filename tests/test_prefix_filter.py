@@ -270,9 +270,10 @@ def test_texts_partitioned_by_id_are_shuffled_once_for_both_ends(spark):
     assert shuffled == [2, 0], shuffled
 
 
-def test_the_check_partitions_its_texts_only_by_a_number_of_shuffle_partitions():
-    """``spark.sql.shuffle.partitions`` set to something other than a number (some platforms say "auto")
-    leaves the texts unpartitioned instead of failing the run."""
+def test_shuffle_partitions_is_a_number_or_none_never_an_error():
+    """``context.shuffle_partitions``, read by the check (how to partition its texts) and by the fingerprint
+    pass under Spark Connect: ``spark.sql.shuffle.partitions`` set to something other than a number (some
+    platforms say "auto") gives None, so the texts stay unpartitioned, instead of failing the run."""
     from types import SimpleNamespace
 
     from simhash_spark.context import shuffle_partitions
