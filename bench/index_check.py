@@ -28,13 +28,15 @@ def real_entries(cfg, run_date: str):
     import pandas as pd
 
     from simhash_spark import columns as C
-    from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter
+    from simhash_spark.core.fingerprint import FINGERPRINTED, Fingerprinter, check_filter
     from simhash_spark.demo.corpus import generate
 
     corpus = generate(3000, seed=99).to_pandas()
     base = corpus[corpus["variant"] == "base"]
-    batch = Fingerprinter(cfg.model).batch(base["text"].tolist())
+    sketches = check_filter(cfg.model, cfg.verify) if cfg.sketch_bands else None
+    batch = Fingerprinter(cfg.model, sketches).batch(base["text"].tolist())
     keep = [s in FINGERPRINTED for s in batch.status]
+    summaries = batch.check_summary or [None] * len(keep)
     real = pd.DataFrame(
         {
             C.ID: base["id"][keep].tolist(),
@@ -44,18 +46,28 @@ def real_entries(cfg, run_date: str):
             C.TEXT: base["text"][keep].tolist(),
             C.TITLE: [None] * sum(keep),
             C.RUN_DATE: [run_date] * sum(keep),
+            C.CHECK_SUMMARY: [v for v, k in zip(summaries, keep, strict=True) if k],
         }
     )
     return real
+
+
+def random_sketch(column):
+    """32 bytes of a hash of ``column``: a synthetic entry's sketch (its bands' keys as random as a real
+    index's unrelated entries')."""
+    from pyspark.sql import functions as F
+
+    parts = [F.lpad(F.hex(F.xxhash64(column, F.lit(i))), 16, "0") for i in range(4)]
+    return F.unhex(F.concat(*parts))
 
 
 def build(workdir: Path, cfg, entries: int) -> dict:
     from pyspark.sql import functions as F
 
     from simhash_spark import columns as C
-    from simhash_spark.core.index_model import Manifest, RunRecord, model_signature
+    from simhash_spark.core.index_model import ENTRY_COLUMNS, Manifest, RunRecord, model_signature
     from simhash_spark.index.session import new_layout
-    from simhash_spark.index.snapshots import ENTRY_COLUMNS, write_snapshot
+    from simhash_spark.index.snapshots import write_snapshot
     from simhash_spark.index.store import now, open_store
     from simhash_spark.session import build_session
 
@@ -74,6 +86,9 @@ def build(workdir: Path, cfg, entries: int) -> dict:
         F.format_string("synthetic entry %d", F.col("id")).alias(C.TEXT),
         F.lit(None).cast("string").alias(C.TITLE),
         F.lit("2026-01-01").alias(C.RUN_DATE),
+        (random_sketch(F.col("id")) if cfg.sketch_bands else F.lit(None).cast("binary")).alias(
+            C.CHECK_SUMMARY
+        ),
     )
     schema = synthetic.schema
     all_entries = synthetic.unionByName(spark.createDataFrame(real, schema=schema)).select(*ENTRY_COLUMNS)
@@ -159,8 +174,8 @@ def main() -> None:
             "median": round(statistics.median(times), 4),
             "max": round(max(times), 4),
             "per_text_ms": round(1000 * statistics.median(times) / size, 2),
-            "partition_folders_read": reads[0]["partition_folders_read"],
-            "key_rows_read_after_filter": reads[0]["key_rows_read_after_filter"],
+            "key_rows_read": reads[0]["key_rows_read"],
+            "entry_rows_read": reads[0]["entry_rows_read"],
         }
     res, _ = check(index, cfg, [Query(None, t) for t in dups[:200]])
     found = sum(r["duplicate"] for r in res)

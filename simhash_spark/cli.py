@@ -200,9 +200,10 @@ def _add_index(sub: Any) -> None:
     ve.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     up = ixs.add_parser(
         "upgrade",
-        help="record the contents of an index written by simhash_spark 0.1 (format 1), once",
-        description="Counts each snapshot's rows, checks them against the manifest (a damaged snapshot is "
-        "refused, exit 2), records its files and sizes, and commits the manifest as format 2.",
+        help="rewrite an index of an earlier format (1-3) as format 4, once",
+        description="Checks each snapshot against the manifest (a damaged snapshot is refused, exit 2, and "
+        "nothing is changed), rewrites it as format 4 (each entry stored once, a few sorted key tables) under "
+        "the index's writer lease, commits the manifest as format 4 and removes the old snapshot folders.",
     )
     up.add_argument("path", metavar="PATH")
     _add_common(up)

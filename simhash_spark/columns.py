@@ -41,8 +41,8 @@ COMPONENT = "component"
 # incremental runs: documents/ gets matched_index_id; the index stores these
 MATCHED_INDEX_ID = "matched_index_id"  # the earliest indexed document in the batch document's component
 RUN_DATE = "run_date"
-PART = "part"  # index key partition: band << prefix_bits | key prefix
-BUCKET = "bucket"  # index text partition: top bits of the fingerprint
+KEY_TABLE = "key_table"  # index key rows: which table (core.index_keys); the folder keys/key_table=T
+INDEX_KEY = "key"  # index key rows: the key a probe meets (core.index_keys)
 BUCKET_SIZE = "bucket_size"  # fingerprints sharing one band key (hot-bucket detection)
 
 # Columns the job adds to documents/: pass-through columns must not reuse these names.

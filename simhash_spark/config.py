@@ -128,12 +128,11 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class IndexConfig:
-    """The persistent index (``--index``). Layout keys are fixed when the index is created."""
+    """The persistent index (``--index``)."""
 
-    scheme: str = "auto"
-    expected_entries: int = 10_000_000
-    partitions: int = 256
-    doc_buckets: int = 64
+    # a lookup's segment probes meet at most about this many unrelated entries per document: exact
+    # within k while the index is small enough, fewer probes beyond (core.index_keys.probe_radius); 0 = exact
+    lookup_rows_per_document: int = 2048
     retention_days: int = 0
     # index compact (--keep-recent, --min-snapshots, --max-drop-fraction set these)
     keep_recent: int = 7
@@ -321,12 +320,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
         if v == "auto" or re.fullmatch(r"[1-9][0-9]*[kmgt]?", v.lower())
         else 'must be "auto" or a size like "8g"'
     ),
-    "index.scheme": _scheme,
-    "index.expected_entries": _at_least(1),
-    "index.partitions": _at_least(1),
-    "index.doc_buckets": lambda v: (
-        None if v >= 1 and v & (v - 1) == 0 and v <= 4096 else "must be a power of 2 up to 4096"
-    ),
+    "index.lookup_rows_per_document": _at_least(0),
     # a day count a date can subtract: 0 (keep everything) up to 1000 years
     "index.retention_days": lambda v: (
         None if 0 <= v <= MAX_RETENTION_DAYS else f"must be 0..{MAX_RETENTION_DAYS}"
@@ -392,12 +386,23 @@ def _literal(key: str, value: Any, choices: tuple[str, ...]) -> str:
     raise ConfigError(f"{key}: expected {', '.join(shown[:-1])} or {shown[-1]}, got {value!r}")
 
 
+# keys earlier versions read, and why they are gone: named, not "unknown"
+_RETIRED = {
+    f"index.{key}": "index format 4 stores each entry once with a few sorted key tables, whatever the size "
+    "of the index: there is no band design, key partition or text bucket to choose. Remove the key; "
+    "index.lookup_rows_per_document sets what a lookup may read"
+    for key in ("scheme", "expected_entries", "partitions", "doc_buckets")
+}
+
+
 def _build_section(name: str, cls: type, values: Mapping[str, Any]) -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         full = f"{name}.{key}"
+        if full in _RETIRED:
+            raise ConfigError(f"{full}: no longer a setting: {_RETIRED[full]}")
         if key not in known:
             raise ConfigError(f"{full}: unknown key (known keys in [{name}]: {', '.join(sorted(known))})")
         value = _coerce(full, value, hints[key])
@@ -474,8 +479,6 @@ def _check_cross_fields(cfg: Config) -> None:
     k = cfg.policy.largest
     what = "match.max_distance" if k == cfg.match.max_distance else "match.length_steps"
     _check_scheme("bands.scheme", cfg.bands.scheme, k, what)
-    if cfg.index.scheme != "auto":
-        _check_scheme("index.scheme", cfg.index.scheme, k, what)
     if cfg.match.sketch_bands == "true":
         _check_sketch_bands(cfg)
     if cfg.verify.prefix_filter:  # asked for; the sketch filter (on by default) applies only where it can

@@ -83,7 +83,9 @@ def is_unreadable_input(e: BaseException) -> bool:
 
 
 # the data files of an index's snapshots (simhash_spark/index/store.py's layout)
-_INDEX_FILE = re.compile(r"\S*/snapshots/[^/\s]+/(?:keys/part|docs/bucket)=\d+/[^\s.]\S*")
+_INDEX_FILE = re.compile(
+    r"\S*/snapshots/[^/\s]+/(?:entries|keys/key_table=\d+|keys/part=\d+|docs/bucket=\d+)/[^\s.]\S*?(?=\.?(?:\s|$))"
+)
 
 
 def unreadable_index_file(e: BaseException) -> str | None:

@@ -361,7 +361,9 @@ def _commit(index: IndexSession, result: DedupResult) -> None:
         matched_index=t.matched_index,
     )
     id_type = dict(result.documents.dtypes)[C.ID]
-    snap = index.commit(result.index_entries, id_type=id_type, record=record, rows=result.index_rows)
+    snap = index.commit(
+        result.index_entries, id_type=id_type, record=record, ctx=result.ctx, rows=result.index_rows
+    )
     assert index.committed is not None
     result.stats["index"].update(
         appended=snap.docs_rows,

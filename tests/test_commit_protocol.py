@@ -11,7 +11,7 @@ import time
 import pytest
 
 from simhash_spark.config import load_config
-from simhash_spark.core.index_model import Manifest, RunRecord, Snapshot, choose_layout, model_signature
+from simhash_spark.core.index_model import IndexLayout, Manifest, RunRecord, Snapshot, model_signature
 from simhash_spark.errors import FingerprintIndexError, OutputError
 from simhash_spark.index.store import IndexStore
 from simhash_spark.lease import Lease, LeaseInfo, read_leases
@@ -24,11 +24,8 @@ def local_fs(path) -> FileSystem:
 
 
 def _manifest() -> Manifest:
-    layout, _ = choose_layout(
-        scheme="4x16", k=3, min_recall=0.99, expected_entries=1, partitions=16, doc_buckets=4
-    )
     return Manifest(
-        version=0, model=model_signature(load_config().model, None), layout=layout, id_type="string"
+        version=0, model=model_signature(load_config().model, None), layout=IndexLayout(), id_type="string"
     )
 
 

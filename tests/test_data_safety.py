@@ -189,7 +189,7 @@ def test_a_missing_database_is_refused_before_any_work(spark, tmp_path, capsys):
 def test_an_index_path_with_pattern_characters_is_read_literally(spark, tmp_path, capsys):
     # Spark reads "[1]" in a path as a pattern: the index's folders are read literally on the Spark path
     index = tmp_path / "index[1]"
-    spark_path = ["--set", "cluster.local_max_documents=0", "--set", "index.partitions=16"]
+    spark_path = ["--set", "cluster.local_max_documents=0"]
     for day, start in (("2026-11-02", 0), ("2026-11-03", 3)):
         code, err = run(
             capsys,

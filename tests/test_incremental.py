@@ -35,14 +35,7 @@ from tests.test_pipeline_api import UNBOUNDED_PLANS, plan_chars
 # sampled LSH tables): the default k = 12 for the large consistency test; k = 3 with few tables and
 # partitions elsewhere, which keeps each run short (the logic does not depend on k).
 EXACT_DEFAULT_K = ["--set", "bands.scheme=blocks:14"]
-SMALL_INDEX = [
-    "--set",
-    "index.partitions=16",
-    "--set",
-    "index.doc_buckets=4",
-    "--set",
-    "output.write_report=false",
-]
+SMALL_INDEX = ["--set", "output.write_report=false"]
 EXACT = ["--set", "match.max_distance=3", "--set", "bands.scheme=blocks:5", *SMALL_INDEX]
 DATES = [f"2026-11-0{d}" for d in range(1, 10)]
 
@@ -135,10 +128,10 @@ NO_SKETCH_BANDS = ["--set", "match.sketch_bands=false"]
 
 @pytest.mark.heavy
 def test_incremental_runs_flag_what_a_full_run_over_the_history_does(spark, tmp_path):
-    """Without the sketch bands (an index of format 2): pairs within k only."""
+    """Without the sketch bands (an index without sketch band tables): pairs within k only."""
     checked = check_consistency(spark, tmp_path, n_docs=150, n_batches=3, settings=[*EXACT, *NO_SKETCH_BANDS])
     assert checked["matched"] > 10 and checked["pairs"] > 20 and checked["beyond_k"] == 0
-    assert manifest(tmp_path / "index")["format"] == 2
+    assert manifest(tmp_path / "index")["layout"] == {"sketch_bands": False}
 
 
 @pytest.mark.parametrize(
@@ -154,7 +147,7 @@ def test_with_sketch_bands_incremental_runs_flag_and_pair_what_a_full_run_does(s
     assert checked["matched"] > 10 and checked["beyond_k"] > 0
     summary = json.loads((tmp_path / "inc2" / "summary.json").read_text())
     assert summary["index"]["looked_up_on"] == where
-    assert manifest(tmp_path / "index")["format"] == 3
+    assert manifest(tmp_path / "index")["layout"] == {"sketch_bands": True}
 
 
 @pytest.mark.slow
@@ -194,7 +187,7 @@ def test_summary_shows_what_the_lookup_read(history):
     assert ix["entries_after"] == sum(sn["docs_rows"] for sn in m["snapshots"])
     assert ix["appended"] == s["fingerprinted"]
     assert ix["key_rows_read"] <= ix["key_rows_total"]
-    assert ix["id_rows_scanned"] == ix["entries_before"] and ix["doc_bucket_folders_read"] > 0
+    assert ix["entry_rows_read"] > 0 and ix["format"] == 4 and ix["exact_to_bits"] >= 3
     assert ix["batch_documents_matched"] > 0
     assert s["monitor"]["dedup_rate"] == s["dedup_rate"]
     docs = rows_of(tmp / "out2" / "documents")
@@ -488,71 +481,26 @@ def test_stats_and_compaction_with_retention(spark, history, tmp_path, capsys):
 
 
 @pytest.mark.heavy
-def test_a_small_batch_reads_only_the_key_partitions_its_keys_select(spark, tmp_path):
-    """The bar: a batch reads the index partitions its band keys need, not the index."""
+def test_a_small_batch_reads_only_the_key_row_groups_its_probes_meet(tmp_path, monkeypatch):
+    """The bar: a batch reads the key rows its probes can meet and the entries they touched, not the index
+    (row groups of 16 key rows here, so that 200 entries make many of them)."""
+    from simhash_spark.index import local_files
+
+    monkeypatch.setattr(local_files, "KEY_GROUP_ROWS", 16)
     table = generate(200, seed=21)
     big, small = table.slice(0, table.num_rows - 3), table.slice(table.num_rows - 3)
     pq.write_table(big, tmp_path / "big.parquet")
     pq.write_table(small, tmp_path / "small.parquet")
     idx = tmp_path / "index"
-    # the fingerprint's tables only (the sketch tables' partitions: tests/test_index_local_files.py)
     k3 = ["--set", "match.max_distance=3", "--set", "bands.scheme=4x16", *NO_SKETCH_BANDS]
-    assert (
-        main(
-            [
-                "dedup",
-                "--input",
-                str(tmp_path / "big.parquet"),
-                "--output",
-                str(tmp_path / "o1"),
-                "--index",
-                str(idx),
-                "--run-date",
-                DATES[0],
-                *k3,
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "dedup",
-                "--input",
-                str(tmp_path / "small.parquet"),
-                "--output",
-                str(tmp_path / "o2"),
-                "--index",
-                str(idx),
-                "--run-date",
-                DATES[1],
-                *k3,
-            ]
-        )
-        == 0
-    )
-    ix = json.loads((tmp_path / "o2" / "summary.json").read_text())["index"]
-    assert ix["key_partitions_per_snapshot"] == 256 and ix["key_partitions_needed"] <= 12
-    assert ix["key_partition_folders_read"] <= ix["key_partitions_needed"]
-    m = manifest(idx)
-    snap = idx / "snapshots" / m["snapshots"][0]["id"] / "keys"
-    docs = pq.read_table(tmp_path / "o2" / "documents")
-    from simhash_spark.core.index_model import IndexLayout, key_part
-
-    layout = IndexLayout(**m["layout"])
-    parts = {
-        key_part(t, fp, pos, layout.prefix_bits)
-        for fp in docs.column("fingerprint").to_pylist()
-        for t, pos in enumerate(layout.prefix_positions())
-    }
-    assert ix["key_partitions_needed"] == len(parts)
-    expected_rows = sum(
-        pq.read_table(snap / f"part={p}").num_rows for p in parts if (snap / f"part={p}").exists()
-    )
-    # a batch this small is looked up on the driver, which reads of those partitions only the row groups
-    # whose key range holds one of its keys
-    assert ix["looked_up_on"] == "driver"
-    assert 0 < ix["key_rows_read"] <= expected_rows < ix["key_rows_total"] / 10
+    for name, date in (("big", DATES[0]), ("small", DATES[1])):
+        args = ["dedup", "--input", str(tmp_path / f"{name}.parquet"), "--output", str(tmp_path / name)]
+        assert main([*args, "--index", str(idx), "--run-date", date, *k3]) == 0
+    ix = json.loads((tmp_path / "small" / "summary.json").read_text())["index"]
+    assert ix["looked_up_on"] == "driver" and ix["probe_radius"] == 0 and ix["key_tables"] == 5
+    # three documents probe the id table and four segment tables once each: at most 15 row groups
+    assert 0 < ix["key_rows_read"] <= 15 * 16 < ix["key_rows_total"] / 3
+    assert ix["entry_rows_read"] < ix["entries_before"]
 
 
 # --- data safety of the index ---------------------------------------------------------------------------
@@ -748,7 +696,7 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
     before = _checked(idx, day3, EXACT, capsys, tmp_path)
     assert any(m["distance"] > 3 for r in before.values() for m in r["matches"])
     assert main(["index", "compact", str(idx), "--keep-recent", "0", "--min-snapshots", "1", *sketched]) == 0
-    assert len(manifest(idx)["snapshots"]) == 1 and manifest(idx)["format"] == 3
+    assert len(manifest(idx)["snapshots"]) == 1 and manifest(idx)["layout"] == {"sketch_bands": True}
     assert _checked(idx, day3, sketched, capsys, tmp_path) == before
     capsys.readouterr()
     assert main(["index", "verify", str(idx)]) == 0
@@ -786,15 +734,25 @@ def test_an_index_with_sketch_tables_answers_checks_compacts_and_keeps_its_setti
             opened.abort()
         for runs_without in (plain, tmp_path / "no_index_yet"):
             assert not pipeline.for_session(spark, load_config(), index_path=str(runs_without)).sketch_bands
-    assert manifest(plain)["format"] == 2 and not manifest(plain)["layout"]["sketch_bands"]
+    assert manifest(plain)["format"] == 4 and not manifest(plain)["layout"]["sketch_bands"]
     summary = json.loads((tmp_path / "p2auto" / "summary.json").read_text())
     assert summary["config"]["match"]["sketch_bands"] == "false" and "sketch_bands" not in summary
     assert incremental(batches[1], tmp_path / "p2", plain, DATES[1], settings=sketched) == 2
     assert "holds no sketch band tables" in capsys.readouterr().err
     args = ("--rebuild-index",)
     assert incremental(batches[1], tmp_path / "p2", plain, DATES[1], *args, settings=sketched) == 0
-    assert manifest(plain)["format"] == 3 and manifest(plain)["layout"]["sketch_bands"]
+    assert manifest(plain)["format"] == 4 and manifest(plain)["layout"]["sketch_bands"]
     assert _cross_pairs(spark, tmp_path / "p2", set(day2.column("id").to_pylist())) == paired
+    # "auto" rebuilds with them too (they apply): an index created without them gets them
+    auto_plain = tmp_path / "auto_plain"
+    assert incremental(batches[0], tmp_path / "ap1", auto_plain, DATES[0], settings=plain_settings) == 0
+    snapshot_ids_before = [s["id"] for s in manifest(auto_plain)["snapshots"]]
+    assert incremental(batches[1], tmp_path / "ap2", auto_plain, DATES[1], *args) == 0
+    assert manifest(auto_plain)["layout"]["sketch_bands"]
+    assert len({s["id"] for s in manifest(auto_plain)["snapshots"]} & set(snapshot_ids_before)) == 0
+    capsys.readouterr()
+    assert incremental(batches[2], tmp_path / "ap3", auto_plain, DATES[2], settings=plain_settings) == 2
+    assert "holds sketch band tables" in capsys.readouterr().err
 
 
 VOLATILE = {"index": ("version_before", "version_after", "snapshot", "entries_after", "created")}

@@ -1,7 +1,7 @@
 """The index answers from everything its manifest promises or not at all: a damaged index (a snapshot folder
 removed, a file truncated or foreign) is refused with exit 2 naming what is wrong, by every reader
-(incremental runs on both lookup paths, ``check``, compaction, ``index verify``); an index of format 1 is
-upgraded once; an id lives in the index once, whatever order dates run in; a rebuild keeps the recent dates
+(incremental runs on both lookup paths, ``check``, compaction, ``index verify``); an index of formats 1–3 is
+upgraded to format 4 once, and a damaged one is not; an id lives in the index once, whatever order dates run in; a rebuild keeps the recent dates
 rerunnable."""
 
 import json
@@ -15,14 +15,7 @@ import pytest
 from simhash_spark.cli import main
 
 TEXT = "新华社北京电 国务院总理今天主持召开常务会议，部署进一步做好稳就业工作，会议指出就业是最大的民生。" * 3
-SETTINGS = [
-    "--set",
-    "index.partitions=16",
-    "--set",
-    "index.doc_buckets=4",
-    "--set",
-    "output.write_report=false",
-]
+SETTINGS = ["--set", "output.write_report=false"]
 SPARK_PATH = ["--set", "cluster.local_max_documents=0"]
 
 
@@ -89,20 +82,20 @@ def damage(index: Path, how: str) -> str:
     if how == "snapshot-removed":
         shutil.rmtree(snap)
         return snap.name
-    bucket = sorted((snap / "docs").glob("bucket=*"))[0]
-    if how == "bucket-removed":
-        shutil.rmtree(bucket)
-        return f"{bucket.name}/ is missing"
-    data = next(bucket.glob("*.parquet"))
+    folder = snap / "entries"
+    if how == "folder-removed":
+        shutil.rmtree(folder)
+        return "entries/ is missing"
+    data = next(folder.glob("*.parquet"))
     if how == "file-truncated":
         data.write_bytes(data.read_bytes()[:100])
         return f"{data.name} has 100 bytes"
     assert how == "foreign-file"
-    pq.write_table(pa.table({"x": [1]}), bucket / "part-99999-foreign.parquet")
+    pq.write_table(pa.table({"x": [1]}), folder / "part-99999-foreign.parquet")
     return "part-99999-foreign.parquet is not a file of this snapshot"
 
 
-DAMAGES = ["snapshot-removed", "bucket-removed", "file-truncated", "foreign-file"]
+DAMAGES = ["snapshot-removed", "folder-removed", "file-truncated", "foreign-file"]
 
 
 @pytest.mark.parametrize("how", DAMAGES)
@@ -125,8 +118,7 @@ def test_a_file_changed_in_place_at_its_size_is_named_as_the_index_s(history, tm
     """Sizes match, so the contents check passes; reading the file fails, and that names the index file
     (exit 2), not the run's input. `index verify` reads every file and finds it too."""
     index = copy_of(history, tmp_path)
-    bucket = sorted((snapshot_of(index, "2026-11-02") / "docs").glob("bucket=*"))[0]
-    data = next(bucket.glob("*.parquet"))
+    data = next((snapshot_of(index, "2026-11-02") / "entries").glob("*.parquet"))
     data.write_bytes(bytes(data.stat().st_size))
     before = manifest(index)
     capsys.readouterr()
@@ -154,7 +146,7 @@ def test_check_verify_and_compaction_refuse_a_damaged_index(history, tmp_path, c
     assert named in capsys.readouterr().err
     assert main(["index", "stats", str(index)]) == (2 if how == "snapshot-removed" else 0)
     capsys.readouterr()
-    assert main(["index", "compact", str(index), "--keep-recent", "0", *SETTINGS[:4]]) == 2
+    assert main(["index", "compact", str(index), "--keep-recent", "0", *SETTINGS]) == 2
     assert named in capsys.readouterr().err
     assert manifest(index) == before
 
@@ -199,28 +191,96 @@ def test_dates_stay_rerunnable_after_a_rebuild(history, tmp_path, capsys):
     assert main(["index", "verify", str(index)]) == 0
 
 
-def test_an_index_of_format_1_is_upgraded_once_and_a_damaged_one_is_not(history, tmp_path, capsys):
+def _legacy_snapshot(snap: Path, rows: list[dict], fmt: int) -> dict:
+    """Rewrite a snapshot folder as formats 1–3 laid it out: texts in docs/bucket=B, one key row per
+    (document, band table) in keys/part=P (their contents do not matter to an upgrade, which derives the
+    keys again), a contents record from format 2 on. Returns the contents record (format 2 and 3)."""
+    for kind in ("entries", "keys"):
+        shutil.rmtree(snap / kind)
+    (snap / "_contents.json").unlink()
+    columns = [c for c in rows[0] if fmt == 3 or c != "check_summary"]
+    folders = {}
+    for bucket in (0, 1):
+        part = [r for r in rows if r["fingerprint"] % 2 == bucket]
+        if not part:
+            continue
+        path = snap / "docs" / f"bucket={bucket}"
+        path.mkdir(parents=True)
+        pq.write_table(pa.table({c: [r[c] for r in part] for c in columns}), path / "part-0.parquet")
+        folders[f"docs/bucket={bucket}"] = {
+            "rows": len(part),
+            "files": {"part-0.parquet": (path / "part-0.parquet").stat().st_size},
+        }
+    keys = snap / "keys" / "part=0"
+    keys.mkdir(parents=True)
+    pq.write_table(
+        pa.table({"band": [0] * len(rows), "band_key": [r["fingerprint"] for r in rows]}), keys / "k.parquet"
+    )
+    folders["keys/part=0"] = {"rows": len(rows), "files": {"k.parquet": (keys / "k.parquet").stat().st_size}}
+    return {"snapshot": snap.name, "folders": folders}
+
+
+def _as_legacy(index: Path, fmt: int) -> dict:
+    """The index as an earlier version left it, in format ``fmt`` (1: no contents records)."""
+    import hashlib
+
+    m = manifest(index)
+    for snap in m["snapshots"]:
+        folder = index / "snapshots" / snap["id"]
+        rows = pq.read_table(folder / "entries").to_pylist()
+        contents = _legacy_snapshot(folder, rows, fmt)
+        snap["keys_rows"] = len(rows)
+        if fmt == 1:
+            del snap["contents_sha256"]
+        else:
+            text = json.dumps(contents)
+            (folder / "_contents.json").write_text(text)
+            snap["contents_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    m["format"] = fmt
+    m["layout"] = {
+        "scheme": "lsh:387,18",
+        "max_distance": 12,
+        "prefix_bits": 0,
+        "doc_bits": 1,
+        "sketch_bands": fmt == 3,
+    }
+    sorted((index / "_manifest").glob("v*.json"))[-1].write_text(json.dumps(m))
+    return m
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+def test_an_index_of_an_earlier_format_is_upgraded_once_and_a_damaged_one_is_not(
+    history, tmp_path, capsys, fmt
+):
     index = copy_of(history, tmp_path)
-    old = manifest(index)
-    # as simhash_spark 0.1 left it: format 1, no contents records
-    for snap in old["snapshots"]:
-        del snap["contents_sha256"]
-        (index / "snapshots" / snap["id"] / "_contents.json").unlink()
-    old["format"] = 1
-    latest = sorted((index / "_manifest").glob("v*.json"))[-1]
-    latest.write_text(json.dumps(old))
+    old = _as_legacy(index, fmt)
     damaged = tmp_path / "damaged"
     shutil.copytree(index, damaged)
-    shutil.rmtree(sorted((snapshot_of(damaged, "2026-11-02") / "keys").glob("part=*"))[0])
+    bucket = sorted((snapshot_of(damaged, "2026-11-02") / "docs").glob("bucket=*"))[0]
+    shutil.rmtree(bucket)
 
     assert run_day(tmp_path, index, "2026-11-04", ["n0"]) == 2
     assert "index upgrade" in capsys.readouterr().err
-    assert main(["index", "upgrade", str(damaged), *SETTINGS[:2]]) == 2
-    assert "holds 4 entries and" in capsys.readouterr().err and manifest(damaged)["format"] == 1
-    assert main(["index", "upgrade", str(index), *SETTINGS[:2]]) == 0
-    # the format its layout needs: 3, as the history has sketch band tables (the default)
-    assert old["layout"]["sketch_bands"]
-    assert manifest(index)["format"] == 3 and manifest(index)["version"] == old["version"] + 1
+    assert main(["index", "upgrade", str(damaged)]) == 2
+    err = capsys.readouterr().err
+    assert ("where its manifest records 4" if fmt == 1 else f"{bucket.name}/ is missing") in err, err
+    assert (
+        manifest(damaged) == json.loads(json.dumps(manifest(damaged))) and manifest(damaged)["format"] == fmt
+    )
+    assert main(["index", "upgrade", str(index)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["upgraded"] and report["from_format"] == fmt and report["entries"] == 12
+    new = manifest(index)
+    assert new["format"] == 4 and new["version"] == old["version"] + 1
+    assert new["layout"] == {"sketch_bands": fmt == 3}
+    assert [s["runs"] for s in new["snapshots"]] == [s["runs"] for s in old["snapshots"]]
+    assert sorted(p.name for p in (index / "snapshots").iterdir()) == sorted(
+        s["id"] for s in new["snapshots"]
+    )
     assert main(["index", "verify", str(index)]) == 0
-    assert run_day(tmp_path, index, "2026-11-04", ["n0"]) == 0
+    capsys.readouterr()
+    assert main(["index", "upgrade", str(index)]) == 0  # once: a second upgrade changes nothing
+    assert json.loads(capsys.readouterr().out)["upgraded"] is False
+    settings = [] if fmt == 3 else ["--set", "match.sketch_bands=false"]
+    assert run_day(tmp_path, index, "2026-11-04", ["n0"], *settings) == 0
     assert summary(tmp_path, "out-2026-11-04")["index"]["touched_entries"] == 12

@@ -4,7 +4,6 @@ the same ids seen before, the same touched entries, the same statistics."""
 import dataclasses
 import random
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -16,20 +15,14 @@ from simhash_spark.context import RunContext
 from simhash_spark.core.index_model import ENTRY_COLUMNS, Manifest, RunRecord
 from simhash_spark.core.simhash import hamming
 from simhash_spark.core.sketch_bands import stored_share_band
-from simhash_spark.index.local_files import batch_keys, write_snapshot_files
+from simhash_spark.index.local_files import write_snapshot_files
 from simhash_spark.index.session import HeldBatch, IndexSession, _signature, new_layout
 from simhash_spark.index.snapshots import entry_schema, write_snapshot
 from simhash_spark.index.store import IndexStore, open_store
 from simhash_spark.storage import ArrowFiles
-from simhash_spark.transforms.index_rows import index_keys
 
 K = 3
-SETTINGS = {
-    "match.max_distance": K,
-    "bands.scheme": "blocks:5",
-    "index.partitions": 16,
-    "index.doc_buckets": 4,
-}
+SETTINGS = {"match.max_distance": K, "bands.scheme": "blocks:5"}
 D1, D2, RUN, LATER = "2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"
 
 
@@ -128,7 +121,7 @@ def _touched_rows(df) -> list[tuple]:
 
 
 SKETCHED = {**SETTINGS, "match.sketch_bands": True}
-PLAIN = {**SETTINGS, "match.sketch_bands": False}  # an index of format 2
+PLAIN = {**SETTINGS, "match.sketch_bands": False}  # an index without sketch band tables
 
 
 @pytest.mark.parametrize(
@@ -191,61 +184,16 @@ def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id
     assert any(hamming(r[1], f) <= K for r in all_rows if r[6] >= RUN for f, _ in linked)  # invisible, near
     beyond = [r for r in near if all(hamming(r[1], f) > K for f, _ in linked)]
     assert bool(beyond) == sketched  # entries only a shared sketch band touches
-    for key in (
-        "touched_entries",
-        "already_indexed",
-        "key_partitions_needed",
-        "key_partition_folders_read",
-        "doc_bucket_folders_read",
-        "entries_before",
-    ):
+    for key in ("touched_entries", "already_indexed", "entries_before", "probe_radius", "key_rows_total"):
         assert on_driver.stats[key] == on_spark.stats[key], key
-    # the driver reads the row groups whose key range holds a batch key (of every date): at most the index
+    # both read the row groups (the driver) or key ranges (Spark) the probes can meet: at most the index
     assert 0 < on_driver.stats["key_rows_read"] <= on_spark.stats["key_rows_total"]
-
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        {"match.sketch_bands": False},
-        {**PLAIN, "index.partitions": 64},
-        {},
-        {**SKETCHED, "index.partitions": 64},
-    ],
-)
-def test_the_driver_makes_the_keys_spark_makes(spark, settings):
-    layout = new_layout(with_overrides(load_config(), settings))
-    rng = random.Random(3)
-    fps = [_signed(rng.getrandbits(64)) for _ in range(50)] + [0, -1, -(1 << 63), (1 << 63) - 1]
-    sketches = [_sketch(rng) for _ in fps]
-    sketches[-1] = b"\xff" * 32  # the largest key of every band
-    frame = spark.createDataFrame(
-        [(str(i), f, 10, "d", sk) for i, (f, sk) in enumerate(zip(fps, sketches, strict=True))],
-        f"{C.ID} string, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.RUN_DATE} string, {C.CHECK_SUMMARY} binary",
-    )
-    on_spark = sorted(
-        (int(r[C.ID]), r[C.PART], r[C.BAND], r[C.KEY]) for r in index_keys(frame, layout=layout).collect()
-    )
-    keys = batch_keys(np.array(fps, dtype=np.int64), layout, sketches if layout.sketch_bands else None)
-    on_driver = sorted(
-        zip(
-            keys["_query"].tolist(),
-            keys[C.PART].tolist(),
-            keys[C.BAND].tolist(),
-            keys[C.KEY].tolist(),
-            strict=True,
-        )
-    )
-    assert on_driver == on_spark
-    assert layout.prefix_bits > 0 or settings in ({}, {"match.sketch_bands": False})
-    tables = {band for _, _, band, _ in on_spark}
-    assert tables == set(range(layout.n_tables()))  # every sketch table holds keys when the layout has them
-    assert max(part for _, part, _, _ in on_spark) < layout.n_parts()
+    assert 0 < on_spark.stats["key_rows_read"] <= on_spark.stats["key_rows_total"]
 
 
 def _snapshot_rows(spark, folder) -> dict:
     out = {}
-    for kind in ("keys", "docs"):
+    for kind in ("keys", "entries"):
         frame = spark.read.parquet(str(folder / kind))
         out[kind] = (frame.dtypes, sorted(tuple(r) for r in frame.collect()))
         out[kind + "_folders"] = sorted(p.name for p in (folder / kind).iterdir() if p.is_dir())
@@ -279,9 +227,13 @@ def test_the_driver_writes_the_snapshot_files_spark_writes(spark, tmp_path, id_t
     written = write_snapshot_files(files, folder, layout, entries, id_type)
     # the same folders with the same rows as the contents record of Spark's snapshot
     assert written == {name: f.rows for name, f in store.contents(sealed).folders.items()}
-    assert sum(n for name, n in written.items() if name.startswith("docs/")) == 150
+    assert written["entries"] == 150
     snaps = tmp_path / "snapshots"
     assert _snapshot_rows(spark, snaps / by_driver) == _snapshot_rows(spark, snaps / by_spark)
-    for path in (snaps / by_driver / "keys").glob("*/*.parquet"):
-        keys = pq.read_table(path).select([C.BAND, C.KEY]).to_pylist()
-        assert keys == sorted(keys, key=lambda r: (r[C.BAND], r[C.KEY]))  # row groups prune on key ranges
+    for by in (by_driver, by_spark):
+        for path in (snaps / by / "keys").glob("*/*.parquet"):
+            keys = pq.read_table(path).column(C.INDEX_KEY).to_pylist()
+            assert keys == sorted(keys)  # row groups prune on key ranges
+        for path in (snaps / by / "entries").glob("*.parquet"):
+            fps = pq.read_table(path).column(C.FINGERPRINT).to_pylist()
+            assert fps == sorted(fps)  # and on fingerprint ranges

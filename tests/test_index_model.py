@@ -1,7 +1,7 @@
-"""The index as data: layout, partitions, manifest versions, model signatures, the rate monitor."""
+"""The index as data: layout, manifest versions and formats, model signatures, the rate monitor."""
 
 import dataclasses
-import random
+import json
 
 import pytest
 
@@ -10,11 +10,9 @@ from simhash_spark.core.index_model import (
     IndexLayout,
     Manifest,
     MonitorOptions,
+    OldFormat,
     RunRecord,
     Snapshot,
-    choose_layout,
-    doc_bucket,
-    key_part,
     model_differences,
     model_signature,
     rate_check,
@@ -24,64 +22,33 @@ from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
 
-def test_key_part_is_the_band_and_the_keys_top_bits():
-    layout = IndexLayout("4x16", 3, 6, 6)
-    pos = layout.prefix_positions()
-    assert pos[0] == [63, 62, 61, 60, 59, 58] and pos[3] == [15, 14, 13, 12, 11, 10]
-    fp = 0xABCD_0000_0000_FC00
-    assert key_part(0, fp, pos[0], 6) == 0xABCD >> 10
-    assert key_part(3, fp, pos[3], 6) == (3 << 6) | 0x3F
-    assert doc_bucket(fp, 6) == 0xABCD >> 10
-    assert doc_bucket(fp - (1 << 64), 6) == 0xABCD >> 10  # the signed view lands in the same bucket
-
-
-def test_pairs_within_k_share_a_key_partition():
-    """Exact designs: two fingerprints within k bits share a table key, hence that table's partition."""
-    rng = random.Random(3)
-    for scheme, k in (("4x16", 3), ("blocks:5", 3), ("blocks:14", 12)):
-        layout, _ = choose_layout(
-            scheme=scheme, k=k, min_recall=0.99, expected_entries=10**6, partitions=256, doc_buckets=64
-        )
-        masks, pos = layout.masks(), layout.prefix_positions()
-        for _ in range(200):
-            a = rng.getrandbits(64)
-            b = a
-            for bit in rng.sample(range(64), rng.randint(0, k)):
-                b ^= 1 << bit
-            parts_a = {
-                key_part(t, a, pos[t], layout.prefix_bits)
-                for t in range(len(masks))
-                if (a ^ b) & masks[t] == 0
-            }
-            parts_b = {
-                key_part(t, b, pos[t], layout.prefix_bits)
-                for t in range(len(masks))
-                if (a ^ b) & masks[t] == 0
-            }
-            assert parts_a and parts_a == parts_b
-
-
-def test_layout_choice():
-    layout, report = choose_layout(
-        scheme="auto", k=3, min_recall=0.99, expected_entries=10**7, partitions=256, doc_buckets=64
+def test_a_manifest_of_an_older_format_is_read_by_the_upgrade_only():
+    m = _manifest()
+    legacy = json.loads(m.to_json())
+    legacy["format"] = 3
+    legacy["layout"] = {
+        "scheme": "lsh:387,18",
+        "max_distance": 12,
+        "prefix_bits": 0,
+        "doc_bits": 6,
+        "sketch_bands": True,
+    }
+    with pytest.raises(OldFormat, match="index upgrade"):
+        Manifest.from_json(json.dumps(legacy))
+    old = Manifest.from_json(json.dumps(legacy), old_format=True)
+    assert old.format == 3 and old.layout == IndexLayout(sketch_bands=True)
+    assert old.legacy_layout["scheme"] == "lsh:387,18"
+    written = json.loads(old.to_json())
+    assert (
+        written["format"] == 4
+        and written["layout"] == {"sketch_bands": True}
+        and "legacy_layout" not in written
     )
-    assert layout.band_scheme.exact and layout.n_parts() <= 256 and layout.doc_bits == 6
-    assert next(c["scheme"] for c in report["considered"]) == layout.scheme
-    big, _ = choose_layout(
-        scheme="auto", k=12, min_recall=0.99, expected_entries=10**7, partitions=256, doc_buckets=1
-    )
-    assert not big.band_scheme.exact and big.band_scheme.recall(12) >= 0.99 and big.doc_bits == 0
-    fixed, _ = choose_layout(
-        scheme="4x16", k=3, min_recall=0.99, expected_entries=1, partitions=1024, doc_buckets=64
-    )
-    assert fixed.scheme == "4x16" and fixed.prefix_bits == 8
 
 
 def _manifest() -> Manifest:
     cfg = load_config()
-    layout, _ = choose_layout(
-        scheme="4x16", k=3, min_recall=0.99, expected_entries=1, partitions=256, doc_buckets=64
-    )
+    layout = IndexLayout(sketch_bands=False)
     return Manifest(version=0, model=model_signature(cfg.model, None), layout=layout, id_type="string")
 
 

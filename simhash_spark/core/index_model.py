@@ -1,26 +1,27 @@
 """The persistent fingerprint index, as data (pure Python): its layout, its manifest, the fingerprint model
 it was built with, and the dedup-rate monitor.
 
-Layout on storage (``INDEX/``)::
+Layout on storage (``INDEX/``), format 4::
 
-    _manifest/v00000001.json ...            one file per committed version; the highest one is current
-    snapshots/<snapshot>/keys/part=<P>/     one row per (document, table): band, band_key, id, fingerprint,
-                                            n_chars, run_date; P = band << prefix_bits | key prefix;
-                                            with sketch tables (format 3) the tables after the
-                                            fingerprint's hold sketch band keys (``sketch_key_part``)
-    snapshots/<snapshot>/docs/bucket=<B>/   one row per document: id, fingerprint, n_chars,
-                                            title_fingerprint, text, title_text, run_date (format 3:
-                                            check_summary, the sketch); B = top bits of the fingerprint
+    _manifest/v00000001.json ...                one file per committed version; the highest one is current
+    snapshots/<snapshot>/entries/*.parquet      one row per entry (``ENTRY_COLUMNS``: id, fingerprint, n_chars,
+                                                title fingerprint, text, title, run date, sketch), sorted by
+                                                fingerprint over the files, in small row groups; texts zstd
+    snapshots/<snapshot>/keys/key_table=<T>/    one row per distinct (key, fingerprint) of key table T
+                                                (``core.index_keys``: ids, four fingerprint segments, the
+                                                sketch bands), sorted by key, in small row groups
+    snapshots/<snapshot>/_contents.json         what the snapshot holds: per folder its row count and its
+                                                files with their sizes; the manifest records its SHA-256
 
-    snapshots/<snapshot>/_contents.json     what the snapshot holds: per folder its row count and its files
-                                            with their sizes; the manifest records this file's SHA-256
+Each entry is stored once; a lookup computes its documents' probes, reads of each key table only the row
+groups whose key range holds a probe, and of the entries only the row groups whose fingerprint range
+holds a fingerprint it touched. A snapshot written by a run is invisible until a manifest version lists
+it: a failed run leaves the index exactly as it was. Every reader checks what it reads against what the
+manifest promises (the contents record's checksum, then each folder's files and sizes) and refuses a
+damaged index instead of answering from less history (``simhash_spark.index.store``).
 
-A batch computes its own band keys, so it knows which ``part=`` folders can hold a match and reads only
-those; the texts of the entries it matched are in the ``bucket=`` folders of their fingerprints. A
-snapshot written by a run is invisible until a manifest version lists it: a failed run leaves the index
-exactly as it was. Every reader checks what it reads against what the manifest promises (the contents
-record's checksum, then each folder's files and sizes) and refuses a damaged index instead of answering
-from less history (``simhash_spark.index.store``).
+Formats 1–3 (0.1–0.3: one key row per (document, band table) in ``keys/part=P``, texts in
+``docs/bucket=B``) are read only by ``index upgrade``, which rewrites them as format 4.
 """
 
 from __future__ import annotations
@@ -28,34 +29,27 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from simhash_spark import columns as C
-from simhash_spark.core.bands import BITS, BandScheme, cheapest_lsh, exact_candidates, parse_scheme
+from simhash_spark.core import index_keys
 from simhash_spark.core.fingerprint import ModelOptions
 from simhash_spark.core.normalize import variants_signature
-from simhash_spark.core.sketch_bands import BAND_BINS, BANDS
 
-SKETCH_TABLES = BANDS
-SKETCH_KEY_BITS = 8 * BAND_BINS
-
-# 2: snapshots carry a contents record (files, sizes, rows); 1 (0.1.x) is upgraded by `index upgrade`.
-# 3: format 2 with sketch key tables (``IndexLayout.sketch_bands``): a reader that knows no sketch tables
-# must refuse it, or its writes would leave entries without their sketch keys.
-FORMAT = 3
-PLAIN_FORMAT = 2  # the format of an index without sketch tables: what 0.2 and later read and write
-READ_FORMATS = (PLAIN_FORMAT, FORMAT)
+# 4: entries stored once, a few sorted key tables (``core.index_keys``). 1–3 are upgraded by `index upgrade`:
+# 2 had contents records, 3 was 2 with sketch band tables; 1 had neither.
+FORMAT = 4
+OLD_FORMATS = (1, 2, 3)
 # Bumped whenever the code that maps a text to its fingerprint changes in a way options do not capture.
 # 2: unterminated HTML comments, CDATA sections and ">" inside attribute values (normalize.strip_html).
 # 3: a tied bit vote takes the bit of the document's smallest feature hash instead of 0 (core.simhash).
 FINGERPRINT_CODE_VERSION = 3
 _M64 = (1 << 64) - 1
-# the columns of a docs/ row: what a run needs of an indexed document. An index without sketch tables
-# stores no ``check_summary`` (its readers give a null one): ``stored_entry_columns``.
+# the columns of an entries/ row: what a run needs of an indexed document (``check_summary``: its sketch,
+# null in an index without sketch bands)
 ENTRY_COLUMNS = (
     C.ID,
     C.FINGERPRINT,
@@ -66,6 +60,7 @@ ENTRY_COLUMNS = (
     C.RUN_DATE,
     C.CHECK_SUMMARY,
 )
+KEY_COLUMNS = (C.INDEX_KEY, C.FINGERPRINT)  # the columns of a keys/key_table=T row
 
 
 def _file_sha256(path: str) -> str | None:
@@ -134,117 +129,23 @@ def model_differences(stored: Any, current: Any, prefix: str = "") -> list[str]:
 
 @dataclass(frozen=True)
 class IndexLayout:
-    scheme: str  # band design, fixed for the index's life (a batch must use the tables the index stores)
-    max_distance: int  # the k the tables were built for
-    prefix_bits: int  # key partitions per table: 2 ** prefix_bits
-    doc_bits: int  # document buckets: 2 ** doc_bits, by the fingerprint's top bits
-    # eight more tables, one per sketch band (``core.sketch_bands``), after the fingerprint's: an entry
-    # sharing a sketch band key with a batch document is touched whatever its Hamming distance
+    """What a format-4 index stores besides its entries: the key tables (``core.index_keys``). Whether it
+    has sketch band tables is fixed for the index's life (its entries must be found the way a batch's
+    documents are)."""
+
     sketch_bands: bool = False
 
-    @property
-    def band_scheme(self) -> BandScheme:
-        return parse_scheme(self.scheme)
-
-    def masks(self) -> list[int]:
-        return self.band_scheme.table_masks(self.max_distance)
-
-    def prefix_positions(self) -> list[list[int]]:
-        """Per table: the bit positions (most significant first) whose values form the key's partition."""
-        out = []
-        for m in self.masks():
-            bits = [b for b in range(BITS - 1, -1, -1) if (m & _M64) >> b & 1]
-            out.append(bits[: self.prefix_bits])
-        return out
-
-    @property
-    def first_sketch_table(self) -> int:
-        """The table number of sketch band 0 (the fingerprint's tables come first)."""
-        return len(self.masks())
-
-    def n_tables(self) -> int:
-        return len(self.masks()) + (SKETCH_TABLES if self.sketch_bands else 0)
-
-    def n_parts(self) -> int:
-        return self.n_tables() << self.prefix_bits
+    def tables(self) -> list[int]:
+        return index_keys.tables(self.sketch_bands)
 
     @property
     def format(self) -> int:
-        """The manifest format an index of this layout is written in."""
-        return FORMAT if self.sketch_bands else PLAIN_FORMAT
+        return FORMAT
 
 
-def sketch_key_part(table: int, key: int | Any, prefix_bits: int) -> int | Any:
-    """The ``part=`` folder of a sketch band key (a uint32) in ``table``: its top ``prefix_bits`` bits
-    (integers or numpy arrays alike)."""
-    bits = min(prefix_bits, SKETCH_KEY_BITS)
-    return (table << prefix_bits) | (key >> (SKETCH_KEY_BITS - bits) if bits else key * 0)
-
-
-def stored_entry_columns(layout: IndexLayout) -> tuple[str, ...]:
-    """The columns of the docs/ rows of an index of ``layout``."""
-    return ENTRY_COLUMNS if layout.sketch_bands else ENTRY_COLUMNS[:-1]
-
-
-def key_part(band: int, fingerprint: int, positions: Sequence[int], prefix_bits: int) -> int:
-    """The ``part=`` folder of a fingerprint's key in table ``band`` (the key's bits at ``positions``)."""
-    fp = fingerprint & _M64
-    prefix = 0
-    for pos in positions:
-        prefix = (prefix << 1) | ((fp >> pos) & 1)
-    return (band << prefix_bits) | prefix
-
-
-def doc_bucket(fingerprint: int, doc_bits: int) -> int:
-    return (fingerprint & _M64) >> (BITS - doc_bits) if doc_bits else 0
-
-
-def _key_bits(scheme: BandScheme, k: int) -> float:
-    if not scheme.exact:
-        return float(scheme.sampled_bits)
-    if scheme.one_block_tables:
-        return BITS / scheme.blocks
-    return BITS * (scheme.blocks - k) / scheme.blocks
-
-
-def lookup_cost(scheme: BandScheme, k: int, entries: int) -> float:
-    """Rows touched per looked-up document: its keys (stored rows per entry) plus the expected random
-    collisions in an index of ``entries`` uniformly spread fingerprints."""
-    tables = scheme.n_tables(k)
-    return tables + tables * entries * 2.0 ** -_key_bits(scheme, k)
-
-
-def choose_layout(
-    *, scheme: str, k: int, min_recall: float, expected_entries: int, partitions: int, doc_buckets: int
-) -> tuple[IndexLayout, dict[str, Any]]:
-    """The index's band design: a fixed ``scheme`` as given; "auto" takes the cheapest exact design unless
-    the cheapest LSH design (recall ``min_recall`` at k) costs less than half as much per lookup, both
-    for an index of ``expected_entries``. Key partitions: about ``partitions`` in all."""
-    considered: list[dict[str, Any]] = []
-    if scheme != "auto":
-        chosen = parse_scheme(scheme)
-    else:
-        exact = [s for s in exact_candidates(k, max_tables=4096)]
-        best_exact = min(exact, key=lambda s: lookup_cost(s, k, expected_entries), default=None)
-        lsh = cheapest_lsh(k, min_recall, n=2 * expected_entries)
-        for s in [*([best_exact] if best_exact else []), lsh]:
-            considered.append(
-                {
-                    "scheme": s.spec,
-                    "tables": s.n_tables(k),
-                    "cost": round(lookup_cost(s, k, expected_entries)),
-                }
-            )
-        if best_exact is not None and lookup_cost(best_exact, k, expected_entries) <= 2 * lookup_cost(
-            lsh, k, expected_entries
-        ):
-            chosen = best_exact
-        else:
-            chosen = lsh
-    tables = chosen.n_tables(k)
-    prefix_bits = max(0, min(math.floor(math.log2(max(1, partitions / tables))), int(_key_bits(chosen, k))))
-    layout = IndexLayout(chosen.spec, k, prefix_bits, int(math.log2(doc_buckets)))
-    return layout, {"considered": considered, "expected_entries": expected_entries}
+def legacy_layout(layout: dict[str, Any]) -> IndexLayout:
+    """The format-4 layout an index of formats 1–3 (its manifest's ``layout``) is upgraded to."""
+    return IndexLayout(sketch_bands=bool(layout.get("sketch_bands", False)))
 
 
 # --- manifest ----------------------------------------------------------------------------------------
@@ -255,13 +156,15 @@ class Snapshot:
     id: str
     runs: tuple[str, ...]  # run dates whose documents it holds
     keys_rows: int
-    docs_rows: int
+    docs_rows: int  # entries
     created: str
-    contents_sha256: str = ""  # of its _contents.json (format 2; "" only while a format-1 index is read)
+    contents_sha256: str = ""  # of its _contents.json ("" only while a format-1 index is upgraded)
 
 
 CONTENTS = "_contents.json"
-KINDS = ("keys", "docs")  # a snapshot's two kinds of folders: keys/part=P, docs/bucket=B
+ENTRIES = "entries"  # a snapshot's folder of entries
+KEYS = "keys"  # its folders of key rows: keys/key_table=T
+LEGACY_DOCS = "docs"  # formats 1–3: the entries' folders, docs/bucket=B
 
 
 @dataclass(frozen=True)
@@ -272,23 +175,37 @@ class FolderContents:
 
 @dataclass(frozen=True)
 class SnapshotContents:
-    """What one snapshot holds: per partition folder (``keys/part=3``, ``docs/bucket=5``) its rows and
-    its files with their sizes. Written beside the data, checksummed in the manifest."""
+    """What one snapshot holds: per folder (``entries``, ``keys/key_table=3``; formats 1–3:
+    ``docs/bucket=5``, ``keys/part=3``) its rows and its files with their sizes. Written beside the data,
+    checksummed in the manifest."""
 
     snapshot: str
     folders: dict[str, FolderContents]
 
     def rows(self, kind: str) -> int:
-        return sum(f.rows for name, f in self.folders.items() if name.startswith(kind + "/"))
+        return sum(f.rows for name, f in self.select(kind, None))
 
     def select(self, kind: str, wanted: set[int] | None) -> list[tuple[str, FolderContents]]:
-        """The folders of ``kind`` whose partition number is in ``wanted`` (None: all), by name."""
+        """The folders of ``kind`` (``entries``, or ``keys`` whose table number is in ``wanted``; None:
+        all), by name."""
         out = []
         for name in sorted(self.folders):
             head, _, number = name.partition("=")
-            if head.startswith(kind + "/") and (wanted is None or int(number) in wanted):
+            if name == kind or (
+                head.startswith(kind + "/") and (wanted is None or not number or int(number) in wanted)
+            ):
                 out.append((name, self.folders[name]))
         return out
+
+    def entry_rows(self) -> int:
+        """The entries it holds (formats 1–3: in ``docs/bucket=B``)."""
+        return self.rows(ENTRIES) + self.rows(LEGACY_DOCS)
+
+    def bytes(self) -> int:
+        return sum(size for f in self.folders.values() for size in f.files.values())
+
+    def files(self) -> int:
+        return sum(len(f.files) for f in self.folders.values())
 
     def to_json(self) -> str:
         folders = {
@@ -314,7 +231,7 @@ def sha256_text(text: str) -> str:
 
 
 class OldFormat(ValueError):
-    """A manifest of format 1: readable by ``index upgrade`` only."""
+    """A manifest of formats 1–3: readable by ``index upgrade`` only."""
 
 
 @dataclass(frozen=True)
@@ -337,8 +254,10 @@ class Manifest:
     id_type: str  # Spark simple type name of the ids (every batch must match)
     snapshots: tuple[Snapshot, ...] = ()
     runs: tuple[RunRecord, ...] = ()  # every committed run in run-date order (kept through compaction)
-    format: int = PLAIN_FORMAT  # as read; written as ``layout.format`` (1 only until ``index upgrade``)
+    format: int = FORMAT  # as read; always written as ``FORMAT`` (1–3 only until ``index upgrade``)
     extra: dict[str, Any] = field(default_factory=dict)
+    # formats 1–3, read by ``index upgrade``: the manifest's own layout (band tables, partitions), never written
+    legacy_layout: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def entries(self) -> int:
@@ -353,33 +272,34 @@ class Manifest:
 
     def to_json(self) -> str:
         d = dataclasses.asdict(self)
-        d["format"] = 1 if self.format == 1 else self.layout.format
+        d.pop("legacy_layout")
+        d["format"] = FORMAT
         return json.dumps(d, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
     @staticmethod
     def from_json(text: str, *, old_format: bool = False) -> Manifest:
-        """A manifest; one of format 1 only with ``old_format`` (``index upgrade``)."""
+        """A manifest; one of formats 1–3 only with ``old_format`` (``index upgrade``)."""
         d = json.loads(text)
-        if d.get("format") == 1 and not old_format:
+        fmt = d.get("format")
+        if fmt in OLD_FORMATS and not old_format:
             raise OldFormat(
-                "it was written by simhash_spark 0.1 (format 1), whose snapshots record no contents to "
-                "verify; run `simhash-spark index upgrade PATH` once (it checks every snapshot's rows "
-                "against the manifest and records its files)"
+                f"it was written in format {fmt} by an earlier version (one key row per document and band "
+                "table), which this version does not read; run `simhash-spark index upgrade PATH` once (it "
+                "checks every snapshot against the manifest and rewrites it as format 4, entries stored once)"
             )
-        if d.get("format") not in (*READ_FORMATS, 1):
-            raise ValueError(
-                f"index format {d.get('format')!r}; this version reads formats "
-                + " and ".join(map(str, READ_FORMATS))
-            )
+        if fmt not in (FORMAT, *OLD_FORMATS):
+            raise ValueError(f"index format {fmt!r}; this version reads format {FORMAT}")
+        old = fmt in OLD_FORMATS
         return Manifest(
             version=int(d["version"]),
             model=d["model"],
-            layout=IndexLayout(**d["layout"]),
+            layout=legacy_layout(d["layout"]) if old else IndexLayout(**d["layout"]),
             id_type=d["id_type"],
             snapshots=tuple(Snapshot(**{**s, "runs": tuple(s["runs"])}) for s in d["snapshots"]),
             runs=tuple(RunRecord(**r) for r in d["runs"]),
-            format=d["format"],
+            format=fmt,
             extra=d.get("extra", {}),
+            legacy_layout=d["layout"] if old else {},
         )
 
     def with_run(self, snapshot: Snapshot, record: RunRecord) -> Manifest:

@@ -11,9 +11,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import Manifest, Snapshot
+from simhash_spark.core.index_model import ENTRIES, Manifest, Snapshot
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index.snapshots import as_entries, read_folders, write_snapshot
+from simhash_spark.index.snapshots import empty_entries, read_entries, write_snapshot
 from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
 from simhash_spark.lease import Lease
 from simhash_spark.storage import ArrowFiles
@@ -29,14 +29,14 @@ def stats(path: str) -> dict[str, Any]:
     manifest = store.manifest()
     if manifest is None:
         raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
-    # the bytes the snapshots' contents records list (a snapshot without its record is refused)
-    snap_bytes = sum(
-        size
-        for snap in manifest.snapshots
-        for folder in store.contents(snap).folders.values()
-        for size in folder.files.values()
-    )
-    return {"path": path, **describe(manifest), "bytes": snap_bytes}
+    # the bytes and files the snapshots' contents records list (a snapshot without its record is refused)
+    contents = [store.contents(snap) for snap in manifest.snapshots]
+    return {
+        "path": path,
+        **describe(manifest),
+        "bytes": sum(c.bytes() for c in contents),
+        "files": sum(c.files() for c in contents),
+    }
 
 
 def retention_cutoff(dates: list[str], retention_days: int, today: date) -> str | None:
@@ -189,23 +189,14 @@ def _merge(
     writer: str,
 ) -> Snapshot:
     """One new snapshot with the entries of ``merge`` from ``cutoff`` on."""
-    dirs = store.partition_dirs(merge, "docs", None)
+    dirs = store.partition_dirs(merge, ENTRIES, None)
     runs = tuple(sorted(d for s in merge for d in s.runs if cutoff is None or d >= cutoff))
     snap_id = store.new_snapshot("compact", writer)
-    if not dirs:
-        return write_snapshot(
-            store, manifest.layout, spark.createDataFrame([], _schema(manifest)), snap_id, runs
-        )
+    stored = read_entries(spark, dirs, None)
+    if stored is None:
+        return write_snapshot(store, manifest.layout, empty_entries(spark, manifest.id_type), snap_id, runs)
     # an id stored under two dates by an index written before 0.2 is kept once, as its earliest entry
-    entries = earliest_entries(as_entries(read_folders(spark, dirs), manifest.layout))
+    entries = earliest_entries(stored)
     if cutoff is not None:
         entries = entries.where(F.col(C.RUN_DATE) >= cutoff)
     return write_snapshot(store, manifest.layout, entries, snap_id, runs)
-
-
-def _schema(manifest: Manifest) -> str:
-    return (
-        f"{C.ID} {manifest.id_type or 'string'}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, "
-        f"{C.TITLE_FINGERPRINT} bigint, {C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string, "
-        f"{C.CHECK_SUMMARY} binary"
-    )

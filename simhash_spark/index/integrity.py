@@ -1,6 +1,6 @@
 """Is the index what its manifest promises? ``index verify`` (pyarrow, no Spark) checks every snapshot down
-to the Parquet footers; ``index upgrade`` (Spark) gives an index of format 1 (simhash_spark 0.1) the
-contents records that readers of format 2 verify, after checking each snapshot's rows against its manifest.
+to the Parquet footers; ``index upgrade`` (Spark) rewrites an index of formats 1–3 (one key row per
+document and band table) as format 4, after checking each snapshot against its manifest.
 
 The readers of a run check only what they read (``IndexStore.partition_dirs``); ``verify`` checks
 everything, and says what it found, so a damaged index can be found before a run needs it.
@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.core.index_model import (
+    ENTRIES,
+    ENTRY_COLUMNS,
+    FORMAT,
+    KEY_COLUMNS,
+    LEGACY_DOCS,
     FolderContents,
-    IndexLayout,
     Manifest,
     Snapshot,
-    SnapshotContents,
-    stored_entry_columns,
 )
 from simhash_spark.errors import FingerprintIndexError
-from simhash_spark.index.local_files import KEY_COLUMNS
-from simhash_spark.index.snapshots import read_folders
+from simhash_spark.index.snapshots import entry_schema, read_folders, write_snapshot
 from simhash_spark.index.store import (
     SNAPSHOTS,
     IndexStore,
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 _SHOW = 20  # problems listed; the count is exact
 
 
-def _columns(kind: str, layout: IndexLayout) -> set[str]:
-    return set(KEY_COLUMNS) if kind == "keys" else set(stored_entry_columns(layout))
+def _columns(folder: str) -> set[str]:
+    return set(ENTRY_COLUMNS) if folder == ENTRIES else set(KEY_COLUMNS)
 
 
 def verify(path: str) -> dict[str, Any]:
@@ -70,12 +71,12 @@ def verify(path: str) -> dict[str, Any]:
             where = f"{SNAPSHOTS}/{snap.id}/{name}"
             folder_path = join(store.snapshot_dir(snap.id), name)
             wrong = folder_problems(where, folder, files.file_sizes(folder_path))
-            columns = _columns(name.split("/")[0], manifest.layout)
+            columns = _columns(name)
             wrong = wrong or _footer_problems(files, folder_path, where, folder, snap, columns)
             problems += wrong
             checked["folders"] += 1
             checked["files"] += len(folder.files)
-            checked["entries" if name.startswith("docs/") else "key_rows"] += folder.rows
+            checked["entries" if name == ENTRIES else "key_rows"] += folder.rows
     listed = {s.id for s in manifest.snapshots}
     problems += [
         f"run {r.run_date} points at snapshot {r.snapshot}, which the manifest does not list"
@@ -118,7 +119,8 @@ def _footer_problems(
                 f"{where}/{name} has the columns {sorted(columns)}, not the index's {sorted(wanted)}"
             )
             continue
-        problems += _date_problems(md, where, name, snap)
+        if C.RUN_DATE in columns:
+            problems += _date_problems(md, where, name, snap)
     if not problems and rows != folder.rows:
         problems.append(f"{where} holds {rows} rows where {folder.rows} were written")
     return problems
@@ -142,7 +144,7 @@ def _date_problems(md: pq.FileMetaData, where: str, name: str, snap: Snapshot) -
 def _ids_stored_twice(files: ArrowFiles, store: IndexStore, manifest: Manifest) -> list[Any]:
     paths = [
         f"{d}/{n}"
-        for d in store.partition_dirs(manifest.snapshots, "docs", None)
+        for d in store.partition_dirs(manifest.snapshots, ENTRIES, None)
         for n in files.file_sizes(d)
         if not n.startswith((".", "_"))
     ]
@@ -158,57 +160,87 @@ def _ids_stored_twice(files: ArrowFiles, store: IndexStore, manifest: Manifest) 
 
 
 def upgrade(spark: SparkSession, path: str, *, lease_timeout_s: float) -> dict[str, Any]:
-    """Give each snapshot of a format-1 index its contents record and commit the manifest as format 2. A
-    snapshot whose rows differ from what the manifest recorded is refused (exit 2), naming it: an upgrade
-    never blesses a damaged index. Takes the index's writer lease."""
+    """Rewrite every snapshot of an index of formats 1–3 as format 4 (entries stored once, a few sorted key
+    tables) and commit the manifest as format 4; the old snapshot folders are removed once it is. A
+    snapshot that is not what its manifest promises (its contents record, files and sizes; for format 1,
+    its entries' count) is refused (exit 2), naming it, and nothing is changed: an upgrade never blesses a
+    damaged index. Takes the index's writer lease."""
     store = open_store(spark, path)
-    versions = store.versions()
-    if not versions:
+    if not store.versions():
         raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
     lease = take_lease(store, purpose="index upgrade", timeout_s=lease_timeout_s)
     try:
         manifest = store.read_version(store.versions()[-1], old_format=True)
-        if manifest.format != 1:
-            return {
-                "path": path,
-                "upgraded": False,
-                "reason": f"the index is format {manifest.format} already",
-            }
-        counted = _folder_rows(spark, store)
-        snapshots = tuple(_sealed(store, snap, counted) for snap in manifest.snapshots)
+        if manifest.format == FORMAT:
+            return {"path": path, "upgraded": False, "reason": f"the index is format {FORMAT} already"}
+        snapshots = tuple(
+            _rewritten(spark, store, manifest, snap, lease.writer) for snap in manifest.snapshots
+        )
+        where = {old.id: new.id for old, new in zip(manifest.snapshots, snapshots, strict=True)}
         new = dataclasses.replace(
-            manifest, version=manifest.version + 1, snapshots=snapshots, format=manifest.layout.format
+            manifest,
+            version=manifest.version + 1,
+            snapshots=snapshots,
+            runs=tuple(
+                dataclasses.replace(r, snapshot=where.get(r.snapshot, r.snapshot)) for r in manifest.runs
+            ),
+            format=FORMAT,
         )
         store.commit(new)
+        removed = store.remove_unlisted(new, manifest, lease)
     finally:
         lease.release()
-    log.info("index %s: upgraded to format %d (version %d)", path, new.format, new.version)
-    return {"path": path, "upgraded": True, "version": new.version, "snapshots": len(snapshots)}
+    log.info(
+        "index %s: upgraded from format %d to %d (version %d)", path, manifest.format, FORMAT, new.version
+    )
+    return {
+        "path": path,
+        "upgraded": True,
+        "from_format": manifest.format,
+        "format": FORMAT,
+        "version": new.version,
+        "snapshots": len(snapshots),
+        "entries": new.entries,
+        "key_rows_before": manifest.key_rows,
+        "key_rows": new.key_rows,
+        "removed_snapshot_folders": len(removed),
+    }
 
 
-def _folder_rows(spark: SparkSession, store: IndexStore) -> Callable[[str], dict[str, int]]:
-    """snapshot id → rows per folder (``keys/part=3``) of its data, counted by Spark."""
+def _legacy_entries(spark: SparkSession, store: IndexStore, manifest: Manifest, snap: Snapshot) -> Any:
+    """The entries (``ENTRY_COLUMNS``) of a snapshot of formats 1–3, checked against its manifest first."""
+    if manifest.format != 1:
+        found = store.read_contents(snap)
+        if isinstance(found, str):
+            raise store.damaged(found)
+        for name, folder in found.select(LEGACY_DOCS, None):
+            where = f"{SNAPSHOTS}/{snap.id}/{name}"
+            wrong = folder_problems(
+                where, folder, store.files.file_sizes(join(store.snapshot_dir(snap.id), name))
+            )
+            if wrong:
+                raise store.damaged("; ".join(wrong[:3]))
+    base = join(store.snapshot_dir(snap.id), LEGACY_DOCS)
+    if not store.files.is_dir(base):
+        return None
+    rows = read_folders(spark, [base])
+    sketch = F.col(C.CHECK_SUMMARY) if C.CHECK_SUMMARY in rows.columns else F.lit(None).cast("binary")
+    return rows.select(*ENTRY_COLUMNS[:-1], sketch.alias(C.CHECK_SUMMARY))
 
-    def rows(snapshot: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for kind, column in (("keys", C.PART), ("docs", C.BUCKET)):
-            base = join(store.snapshot_dir(snapshot), kind)
-            if store.files.is_dir(base):
-                counts = read_folders(spark, [base]).groupBy(column).count().collect()
-                out.update({f"{kind}/{column}={r[0]}": int(r[1]) for r in counts})
-        return out
 
-    return rows
-
-
-def _sealed(store: IndexStore, snap: Snapshot, counted: Callable[[str], dict[str, int]]) -> Snapshot:
-    contents: SnapshotContents = store.written_contents(snap.id, counted(snap.id))
-    held = (contents.rows("docs"), contents.rows("keys"))
-    if held != (snap.docs_rows, snap.keys_rows):
+def _rewritten(
+    spark: SparkSession, store: IndexStore, manifest: Manifest, snap: Snapshot, writer: str
+) -> Snapshot:
+    """``snap`` (formats 1–3) written again as a format-4 snapshot of the same run dates."""
+    entries = _legacy_entries(spark, store, manifest, snap)
+    snap_id = store.new_snapshot("upgrade", writer)
+    if entries is None:
+        entries = spark.createDataFrame([], entry_schema(manifest.id_type or "string"))
+    written = write_snapshot(store, manifest.layout, entries, snap_id, snap.runs)
+    if written.docs_rows != snap.docs_rows:
         raise store.damaged(
-            f"snapshot {snap.id} (run dates {', '.join(snap.runs)}) holds {held[0]} entries and {held[1]} "
-            f"key rows where its manifest records {snap.docs_rows} and {snap.keys_rows}: a folder is "
-            "missing or was changed; restore it from a copy, then upgrade"
+            f"snapshot {snap.id} (run dates {', '.join(snap.runs)}) holds {written.docs_rows} entries where its "
+            f"manifest records {snap.docs_rows}: a folder is missing or was changed; restore it from a copy, "
+            "then upgrade"
         )
-    sealed = store.seal(snap.id, snap.runs, contents)
-    return dataclasses.replace(snap, contents_sha256=sealed.contents_sha256)
+    return dataclasses.replace(written, created=snap.created)

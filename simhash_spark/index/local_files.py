@@ -1,12 +1,11 @@
-"""Snapshot files of the index read and written on the driver with pyarrow, for a batch the driver holds:
-no Spark job.
+"""Snapshot files of the index read and written on the driver with pyarrow, for a batch the driver holds
+and for ``check``: no Spark job.
 
-The twins of ``IndexSession.lookup``'s Spark reads and of ``snapshots.write_snapshot`` (tested to agree in
-tests/test_index_local_files.py), for a batch fingerprinted on the driver and an index on a path the
-driver opens. The lookup reads the ``id`` column of the docs folders (which batch ids the index holds
-already), in the key partitions the batch's keys select only the row groups whose key range can hold one
-of them (files are sorted by key, row groups small), and the docs of the touched entries' buckets.
-``check`` uses the same reads.
+The twins of the Spark reads and writes (``index.snapshots``, ``transforms.index_rows``; tested to agree
+in tests/test_index_local_files.py). A lookup reads, of each key table, only the row groups whose key
+range holds one of the batch's probes (``core.index_keys``), and of the entries only the row groups whose
+fingerprint range holds a fingerprint the probes touched: what the batch's documents can reach, not the
+history.
 """
 
 from __future__ import annotations
@@ -14,34 +13,29 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import (
-    ENTRY_COLUMNS,
-    IndexLayout,
-    Snapshot,
-    doc_bucket,
-    sketch_key_part,
-    stored_entry_columns,
-)
-from simhash_spark.core.simhash import popcount
-from simhash_spark.core.sketch_bands import NO_KEY, stored_keys
+from simhash_spark.core import index_keys as K
+from simhash_spark.core.index_model import ENTRIES, ENTRY_COLUMNS, KEY_COLUMNS, KEYS, IndexLayout, Snapshot
+from simhash_spark.core.sketch_bands import stored_keys
+from simhash_spark.core.spark_hash import KINDS, xxhash64
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import ArrowFiles
 
-_READERS = 4  # threads reading key partitions
-KEY_COLUMNS = [C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE]
-# key rows per row group: about the bytes of the row groups Spark writes (snapshots.KEY_ROW_GROUP_BYTES)
+_READERS = 4  # threads reading key tables
+# key rows per row group: a probe reads the row group its key range falls in
 KEY_GROUP_ROWS = 8192
+# bytes of text per entries row group: a touched entry reads its row group's texts
+ENTRY_GROUP_BYTES = 128 * 1024
+CODEC = "zstd"
 # the Arrow types of the Spark types ids may have (``core.spark_hash.KINDS``)
 ID_TYPES = {
     "string": pa.string(),
@@ -50,10 +44,9 @@ ID_TYPES = {
     "smallint": pa.int16(),
     "tinyint": pa.int8(),
 }
-# what Spark writes: the columns of a keys/ and a docs/ file, and their types but the id's
+# what Spark writes: the columns of a keys/ and an entries/ file, and their types but the id's
 _TYPES = {
-    C.BAND: pa.int32(),
-    C.KEY: pa.int64(),
+    C.INDEX_KEY: pa.int64(),
     C.FINGERPRINT: pa.int64(),
     C.N_CHARS: pa.int32(),
     C.TITLE_FINGERPRINT: pa.int64(),
@@ -62,125 +55,187 @@ _TYPES = {
     C.RUN_DATE: pa.string(),
     C.CHECK_SUMMARY: pa.binary(),
 }
-QUERY = "_query"  # the position of the fingerprint a batch key belongs to
 
 
-def batch_keys(
-    fingerprints: np.ndarray, layout: IndexLayout, sketches: Sequence[bytes | None] | None = None
-) -> pd.DataFrame:
-    """One row per (fingerprint, table): ``part``, ``band``, ``band_key``, ``fingerprint`` and ``_query``
-    (the fingerprint's position); with ``layout.sketch_bands``, also one per sketch band in which the
-    ``sketches`` (one per fingerprint, None for none) have a key. The keys
-    ``transforms.index_rows.index_keys`` gives the same rows."""
-    fps = np.asarray(fingerprints, dtype=np.int64)
-    unsigned = fps.view(np.uint64)
-    frames = []
-    for band, (mask, positions) in enumerate(zip(layout.masks(), layout.prefix_positions(), strict=True)):
-        prefix = np.zeros(len(fps), dtype=np.int64)
-        for pos in positions:
-            prefix = (prefix << 1) | ((unsigned >> np.uint64(pos)) & np.uint64(1)).astype(np.int64)
-        frames.append(_key_frame((band << layout.prefix_bits) | prefix, band, fps & np.int64(mask), fps))
-    if layout.sketch_bands:
-        if sketches is None or len(sketches) != len(fps):
-            raise ValueError("an index with sketch tables needs one sketch (or None) per fingerprint")
-        frames += _sketch_frames(fps, stored_keys(sketches).astype(np.int64), layout)
-    if not frames:
-        return pd.DataFrame(
-            {c: pd.Series(dtype=np.int64) for c in (C.PART, C.BAND, C.KEY, C.FINGERPRINT, QUERY)}
-        )
-    return pd.concat(frames, ignore_index=True)
+def id_hashes(ids: Sequence[Any], id_type: str) -> np.ndarray:
+    """Spark's ``xxhash64`` of each id (the id table's keys)."""
+    kind = KINDS[id_type]
+    return np.array([xxhash64((i,), kind) for i in ids], dtype=np.int64)
 
 
-def _key_frame(
-    parts: np.ndarray, band: int, keys: np.ndarray, fps: np.ndarray, queries: np.ndarray | None = None
-) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            C.PART: parts,
-            C.BAND: band,
-            C.KEY: keys,
-            C.FINGERPRINT: fps,
-            QUERY: np.arange(len(fps)) if queries is None else queries,
-        }
-    )
+def band_keys(sketches: Sequence[bytes | None]) -> np.ndarray:
+    return stored_keys(list(sketches))
 
 
-def _sketch_frames(fps: np.ndarray, keys: np.ndarray, layout: IndexLayout) -> list[pd.DataFrame]:
-    """``batch_keys``' rows of the sketch tables: ``keys`` (n, BANDS), ``NO_KEY`` where none."""
-    frames = []
-    for band in range(keys.shape[1]):
-        table = layout.first_sketch_table + band
-        has = np.flatnonzero(keys[:, band] != NO_KEY)
-        key = keys[has, band]
-        part = sketch_key_part(table, key, layout.prefix_bits)
-        frames.append(_key_frame(np.asarray(part, dtype=np.int64), table, key, fps[has], has))
-    return frames
+def key_folder(table: int) -> str:
+    return f"{KEYS}/{C.KEY_TABLE}={table}"
 
 
-def key_rows(
-    files: ArrowFiles, folder: str, columns: Sequence[str], keys: set[int], before: str | None = None
+def table_of(folder: str) -> int:
+    return int(folder.rsplit("=", 1)[1])
+
+
+# --- writing ---------------------------------------------------------------------------------------------
+
+
+def write_snapshot_files(
+    files: ArrowFiles, folder: str, layout: IndexLayout, entries: pd.DataFrame, id_type: str
+) -> dict[str, int]:
+    """Write ``entries`` (``ENTRY_COLUMNS``) into the snapshot ``folder`` as ``snapshots.write_snapshot``
+    does: one file per key table sorted by key, one entries file sorted by fingerprint. Returns the rows of
+    each folder written (``keys/key_table=3`` → rows)."""
+    written: dict[str, int] = {}
+    if not len(entries):
+        return written
+    schema = {**_TYPES, C.ID: ID_TYPES[id_type]}
+    fps = entries[C.FINGERPRINT].to_numpy(np.int64)
+    sketched = band_keys(entries[C.CHECK_SUMMARY].tolist()) if layout.sketch_bands else None
+    for rows in K.key_rows(id_hashes(entries[C.ID].tolist(), id_type), fps, sketched):
+        if len(rows):
+            frame = pd.DataFrame({C.INDEX_KEY: rows.key, C.FINGERPRINT: rows.fingerprint})
+            _write(files, f"{folder}/{key_folder(rows.table)}", frame, KEY_COLUMNS, schema, KEY_GROUP_ROWS)
+            written[key_folder(rows.table)] = len(rows)
+    ordered = entries.assign(_fp=fps).sort_values([C.FINGERPRINT, C.ID], kind="stable")
+    text_bytes = max(1.0, float(ordered[C.TEXT].str.len().mean() or 1.0) * 3)
+    group = max(16, int(ENTRY_GROUP_BYTES / text_bytes))
+    _write(files, f"{folder}/{ENTRIES}", ordered, ENTRY_COLUMNS, schema, group)
+    written[ENTRIES] = len(ordered)
+    return written
+
+
+def _write(
+    files: ArrowFiles,
+    folder: str,
+    rows: pd.DataFrame,
+    columns: Sequence[str],
+    schema: dict[str, pa.DataType],
+    group_rows: int,
+) -> None:
+    table = pa.table({c: pa.array(rows[c].tolist(), schema[c]) for c in columns})
+    files.mkdirs(folder)
+    with files.fs.open_output_stream(f"{folder}/part-00000-{uuid.uuid4()}.{CODEC}.parquet") as out:
+        pq.write_table(table, out, compression=CODEC, row_group_size=group_rows)
+
+
+# --- reading ---------------------------------------------------------------------------------------------
+
+
+def _parquet_files(files: ArrowFiles, folder: str) -> list[str]:
+    return [f"{folder}/{n}" for n in files.list_names(folder) if n.endswith(".parquet")]
+
+
+def _read_ranges(
+    files: ArrowFiles, path: str, column: str, lo: np.ndarray, hi: np.ndarray, columns: Sequence[str]
 ) -> tuple[pa.Table | None, int]:
-    """(the rows of one key partition whose ``band_key`` is in ``keys`` and, given ``before``, whose run
-    date is earlier; the rows of the row groups read): only the row groups whose key range can hold one of
-    ``keys`` are read, and only their keys unless one of them is there."""
-    wanted = np.array(sorted(keys), dtype=np.int64)
-    parts, rows_read = [], 0
-    for name in files.list_names(folder):
-        if not name.endswith(".parquet"):
-            continue
-        with files.fs.open_input_file(f"{folder}/{name}") as fh:
-            # files of a few thousand rows: pyarrow's threads and read-ahead cost more than they save
-            pf = pq.ParquetFile(fh, pre_buffer=False)
-            groups = _groups_holding(pf.metadata, wanted)
-            if not groups:
+    """(the rows of the row groups of one file whose ``column`` range holds a value of some [lo, hi]; the
+    rows read). A file that cannot be read is named (``IndexStore.reading`` reports it as damage)."""
+    try:
+        return _read_groups(files, path, column, lo, hi, columns)
+    except (pa.ArrowException, OSError) as e:
+        raise OSError(f"{path}: {e}") from e
+
+
+def _read_groups(
+    files: ArrowFiles, path: str, column: str, lo: np.ndarray, hi: np.ndarray, columns: Sequence[str]
+) -> tuple[pa.Table | None, int]:
+    with files.fs.open_input_file(path) as fh:
+        # small files of small row groups: pyarrow's threads and read-ahead cost more than they save
+        pf = pq.ParquetFile(fh, pre_buffer=False)
+        md = pf.metadata
+        col = md.schema.names.index(column)
+        lows, highs = np.empty(md.num_row_groups, np.int64), np.empty(md.num_row_groups, np.int64)
+        for i in range(md.num_row_groups):
+            stats = md.row_group(i).column(col).statistics
+            has = stats is not None and stats.has_min_max
+            lows[i] = stats.min if has else np.iinfo(np.int64).min
+            highs[i] = stats.max if has else np.iinfo(np.int64).max
+        groups = np.flatnonzero(K.groups_holding(lows, highs, lo, hi)).tolist()
+        if not groups:
+            return None, 0
+        table = pf.read_row_groups(groups, columns=list(columns), use_threads=False)
+    return table, table.num_rows
+
+
+def read_key_rows(files: ArrowFiles, folders: list[str], probes: K.Probes) -> tuple[K.KeyRows, int]:
+    """The rows of one key table (its folders in several snapshots) in the row groups that can hold a probe,
+    sorted by key; and the rows read."""
+    lo, hi = probes.ranges()
+    keys, fps, read = [], [], 0
+    for folder in folders:
+        for path in _parquet_files(files, folder):
+            table, n = _read_ranges(files, path, C.INDEX_KEY, lo, hi, KEY_COLUMNS)
+            read += n
+            if table is not None:
+                keys.append(table[C.INDEX_KEY].to_numpy())
+                fps.append(table[C.FINGERPRINT].to_numpy())
+    if not keys:
+        empty = np.zeros(0, dtype=np.int64)
+        return K.KeyRows(probes.table, empty, empty), read
+    key, fp = np.concatenate(keys), np.concatenate(fps)
+    order = np.lexsort((fp, key))
+    return K.KeyRows(probes.table, key[order], fp[order]), read
+
+
+def read_entries(
+    files: ArrowFiles,
+    folders: list[str],
+    fingerprints: np.ndarray,
+    columns: Sequence[str],
+    run_date: str | None,
+    *,
+    later: bool = False,
+) -> tuple[pa.Table, int]:
+    """The entries (``columns``) with one of ``fingerprints``, of run dates before ``run_date`` (``later``:
+    after it; None: any), read from the row groups whose fingerprint range holds one; and the rows read."""
+    wanted = np.unique(np.asarray(fingerprints, dtype=np.int64))
+    parts, read = [], 0
+    for folder in folders:
+        for path in _parquet_files(files, folder) if len(wanted) else []:
+            table, n = _read_ranges(files, path, C.FINGERPRINT, wanted, wanted, columns)
+            read += n
+            if table is None:
                 continue
-            # the keys first: most row groups hold none of a small batch's, and need no other column
-            probe = pf.read_row_groups(groups, columns=[C.KEY], use_threads=False)[C.KEY]
-            rows_read += len(probe)
-            if not pc.any(pc.is_in(probe, pa.array(wanted, pa.int64()))).as_py():
-                continue
-            table = pf.read_row_groups(groups, columns=list(columns), use_threads=False)
-        if before is not None:
-            table = table.filter(pc.less(table[C.RUN_DATE], before))
-        parts.append(table.filter(pc.is_in(table[C.KEY], pa.array(wanted, pa.int64()))))
-    return (pa.concat_tables(parts, promote_options="permissive") if parts else None), rows_read
+            keep = pc.is_in(table[C.FINGERPRINT], pa.array(wanted, pa.int64()))
+            if run_date is not None:
+                date = pc.greater if later else pc.less
+                keep = pc.and_(keep, date(table[C.RUN_DATE], run_date))
+            parts.append(table.filter(keep))
+    if not parts:
+        return pa.table({c: pa.array([], _TYPES.get(c, pa.string())) for c in columns}), read
+    return pa.concat_tables(parts, promote_options="permissive"), read
 
 
-def _groups_holding(md: pq.FileMetaData, wanted: np.ndarray) -> list[int]:
-    """Row groups whose ``band_key`` statistics (min..max) hold one of the sorted ``wanted`` keys."""
-    col = md.schema.names.index(C.KEY)
-    groups = []
-    for i in range(md.num_row_groups):
-        stats = md.row_group(i).column(col).statistics
-        if stats is None or not stats.has_min_max:
-            groups.append(i)
-            continue
-        first = int(np.searchsorted(wanted, stats.min, side="left"))
-        if first < len(wanted) and wanted[first] <= stats.max:
-            groups.append(i)
-    return groups
+@dataclass
+class Reads:
+    """What a lookup read: key rows of the row groups read (of how many in the tables), entry rows."""
+
+    key_rows_read: int = 0
+    key_tables_read: int = 0
+    entry_rows_read: int = 0
+    per_table: dict[int, int] = field(default_factory=dict)
 
 
-def _empty(columns: Sequence[str]) -> pa.Table:
-    return pa.table(
-        {c: pa.array([], pa.string() if c in (C.ID, C.RUN_DATE) else pa.int64()) for c in columns}
-    )
+def _folders(store: IndexStore, snapshots: list[Snapshot], table: int) -> list[str]:
+    return store.partition_dirs(snapshots, KEYS, {table})
 
 
-def _dataset(files: ArrowFiles, folders: list[str]) -> ds.Dataset | None:
-    paths = [f"{d}/{n}" for d in folders for n in files.list_names(d) if n.endswith(".parquet")]
-    return ds.dataset(paths, filesystem=files.fs, format="parquet") if paths else None
+def key_lookup(
+    files: ArrowFiles, store: IndexStore, snapshots: list[Snapshot], probes: list[K.Probes], reads: Reads
+) -> list[K.KeyRows]:
+    """Each table's rows that can meet its probes, read by up to ``_READERS`` threads (pyarrow reads
+    without the GIL)."""
+    wanted = [p for p in probes if len(p.value)]
 
+    def one(p: K.Probes) -> tuple[K.KeyRows, int]:
+        return read_key_rows(files, _folders(store, snapshots, p.table), p)
 
-def _id_filter(
-    dataset: ds.Dataset, ids: Sequence[Any], run_date: str | None, *, later: bool = False
-) -> ds.Expression:
-    """Entries of ``ids`` from run dates before ``run_date`` (``later``: after it)."""
-    id_type = dataset.schema.field(C.ID).type
-    expr = pc.field(C.ID).isin(pa.array(list(ids)).cast(id_type))
-    if run_date is None:
-        return expr
-    return expr & (pc.field(C.RUN_DATE) > run_date if later else pc.field(C.RUN_DATE) < run_date)
+    with ThreadPoolExecutor(_READERS) as pool:
+        found = list(pool.map(one, wanted))
+    for p, (_, n) in zip(wanted, found, strict=True):
+        reads.key_rows_read += n
+        reads.per_table[p.table] = n
+    reads.key_tables_read += len(wanted)
+    return [rows for rows, _ in found]
 
 
 def known_ids(
@@ -189,24 +244,61 @@ def known_ids(
     snapshots: list[Snapshot],
     run_date: str,
     ids: Sequence[Any],
+    id_type: str,
     *,
     later: bool = False,
+    reads: Reads | None = None,
 ) -> list[Any]:
-    """The ``ids`` the index holds from run dates before ``run_date`` (``later``: after it), sorted."""
-    dataset = _dataset(files, store.partition_dirs(snapshots, "docs", None))
-    if dataset is None or not len(ids):
+    """The ``ids`` the index holds from run dates before ``run_date`` (``later``: after it), sorted: the id
+    table gives the fingerprints of the entries whose id hash is one of theirs, their entries the ids."""
+    reads = reads if reads is not None else Reads()
+    if not len(ids) or not snapshots:
         return []
-    found = dataset.to_table(columns=[C.ID], filter=_id_filter(dataset, ids, run_date, later=later))
-    return sorted(set(found[C.ID].to_pylist()))
+    probes = K.id_probes(id_hashes(ids, id_type))
+    (rows,) = key_lookup(files, store, snapshots, [probes], reads)
+    _, fps = K.touched(rows, probes, np.zeros(0, np.int64), 0)
+    columns = [C.ID, C.FINGERPRINT, C.RUN_DATE]
+    entries, n = read_entries(
+        files, store.partition_dirs(snapshots, ENTRIES, None), fps, columns, run_date, later=later
+    )
+    reads.entry_rows_read += n
+    held = set(entries[C.ID].to_pylist())
+    return sorted(i for i in set(ids) if i in held)
 
 
 @dataclass(frozen=True)
 class Touched:
     entries: pd.DataFrame  # ENTRY_COLUMNS of the touched entries, by id (nullable integers as objects)
-    parts_needed: int  # key partitions the batch's keys fall in (per snapshot)
-    key_folders_read: int
-    key_rows_read: int  # rows of the row groups read (those whose key range holds a batch key)
-    doc_folders_read: int
+    reads: Reads
+
+
+def touched_fingerprints(
+    rows: list[K.KeyRows],
+    probes: list[K.Probes],
+    fingerprints: np.ndarray,
+    k: int,
+    keys: np.ndarray | None,
+) -> np.ndarray:
+    """The stored fingerprints the probes touch (``core.index_keys.touched``), each once."""
+    found = [np.zeros(0, dtype=np.int64)]
+    for r, p in zip(rows, probes, strict=True):
+        found.append(K.touched(r, p, fingerprints, k, keys)[1])
+    return np.unique(np.concatenate(found))
+
+
+def batch_probes(
+    fingerprints: np.ndarray, radius: int, layout: IndexLayout, sketches: Sequence[bytes | None] | None
+) -> tuple[list[K.Probes], np.ndarray | None]:
+    """The probes of the documents with ``fingerprints`` (and, with sketch bands, ``sketches``: one or None
+    per document) in every key table but the ids; and their band keys."""
+    probes = K.segment_probes(fingerprints, radius)
+    keys = None
+    if layout.sketch_bands:
+        if sketches is None or len(sketches) != len(fingerprints):
+            raise ValueError("an index with sketch tables needs one sketch (or None) per fingerprint")
+        keys = band_keys(sketches)
+        probes += K.sketch_probes(keys)
+    return probes, keys
 
 
 def touched_entries(
@@ -217,95 +309,23 @@ def touched_entries(
     run_date: str,
     fingerprints: np.ndarray,
     k: int,
+    radius: int,
     sketches: Sequence[bytes | None] | None = None,
+    reads: Reads | None = None,
 ) -> Touched:
-    """The entries of run dates before ``run_date`` within ``k`` bits of one of ``fingerprints`` on a
-    shared table key, or sharing a sketch band key with one of ``sketches`` when the index has sketch
-    tables (``transforms.index_rows.touched_entries``)."""
-    keys = batch_keys(fingerprints, layout, sketches)
-    needed = {int(p): set(map(int, g)) for p, g in keys.groupby(C.PART)[C.KEY]}
-    key_dirs = store.partition_dirs(snapshots, "keys", set(needed))
-    with ThreadPoolExecutor(_READERS) as pool:  # pyarrow reads without the GIL
-        read = list(
-            pool.map(
-                lambda d: key_rows(files, d, KEY_COLUMNS, needed[int(d.rsplit("=", 1)[1])], run_date),
-                key_dirs,
-            )
-        )
-    tables = [t for t, _ in read if t is not None]
-    rows = (
-        pa.concat_tables(tables, promote_options="permissive") if tables else _empty(KEY_COLUMNS)
-    ).to_pandas()
-    probes = keys[[C.BAND, C.KEY, C.FINGERPRINT]].drop_duplicates().rename(columns={C.FINGERPRINT: "_b"})
-    joined = rows.merge(probes, on=[C.BAND, C.KEY], how="inner")
-    within = popcount(joined[C.FINGERPRINT].to_numpy(np.int64) ^ joined["_b"].to_numpy(np.int64)) <= k
-    sketch_table = joined[C.BAND].to_numpy() >= layout.first_sketch_table
-    near = joined[within | sketch_table] if layout.sketch_bands else joined[within]
-    found = near.drop_duplicates(C.ID)
-    buckets = {doc_bucket(int(fp), layout.doc_bits) for fp in found[C.FINGERPRINT]}
-    doc_dirs = store.partition_dirs(snapshots, "docs", buckets) if buckets else []
-    dataset = _dataset(files, doc_dirs)
-    if dataset is None:
-        entries = pd.DataFrame({c: pd.Series(dtype=object) for c in ENTRY_COLUMNS})
-    else:
-        table = dataset.to_table(
-            columns=list(stored_entry_columns(layout)),
-            filter=_id_filter(dataset, found[C.ID].tolist(), run_date),
-        )
-        # an id stored under two run dates (an index written before ids were kept once) is its earliest
-        ordered = table.sort_by([(C.ID, "ascending"), (C.RUN_DATE, "ascending")])
-        entries = ordered.to_pandas(integer_object_nulls=True).drop_duplicates(C.ID, ignore_index=True)
-        if C.CHECK_SUMMARY not in entries.columns:
-            entries[C.CHECK_SUMMARY] = None
-    return Touched(entries, len(needed), len(key_dirs), sum(n for _, n in read), len(doc_dirs))
-
-
-# --- writing ---------------------------------------------------------------------------------------------
-
-
-def write_snapshot_files(
-    files: ArrowFiles, folder: str, layout: IndexLayout, entries: pd.DataFrame, id_type: str
-) -> dict[str, int]:
-    """Write ``entries`` (``ENTRY_COLUMNS``) into the snapshot ``folder`` as ``write_snapshot`` does: one
-    file per key partition sorted by (band, key) in small row groups, one file per docs bucket sorted by
-    id. Returns the rows of each folder written (``keys/part=3`` → rows)."""
-    written: dict[str, int] = {}
-    if not len(entries):
-        return written
-    schema = {**_TYPES, C.ID: ID_TYPES[id_type]}
-    fps = entries[C.FINGERPRINT].to_numpy(np.int64)
-    sketches = _sketches(entries[C.CHECK_SUMMARY]) if layout.sketch_bands else None
-    keys = batch_keys(fps, layout, sketches)
-    rows = keys[QUERY].to_numpy()
-    for column in (C.ID, C.N_CHARS, C.RUN_DATE):
-        keys[column] = entries[column].to_numpy()[rows]
-    for part, group in keys.groupby(C.PART, sort=True):
-        ordered = group.sort_values([C.BAND, C.KEY], kind="stable")
-        name = f"keys/{C.PART}={part}"
-        _write(files, f"{folder}/{name}", ordered, KEY_COLUMNS, schema, KEY_GROUP_ROWS)
-        written[name] = len(ordered)
-    buckets = np.array([doc_bucket(int(fp), layout.doc_bits) for fp in fps], dtype=np.int64)
-    for bucket in np.unique(buckets):
-        ordered = entries[buckets == bucket].sort_values(C.ID, kind="stable")
-        name = f"docs/{C.BUCKET}={int(bucket)}"
-        _write(files, f"{folder}/{name}", ordered, stored_entry_columns(layout), schema, None)
-        written[name] = len(ordered)
-    return written
-
-
-def _sketches(values: pd.Series) -> list[bytes | None]:
-    return [bytes(v) if isinstance(v, bytes | bytearray) else None for v in values.tolist()]
-
-
-def _write(
-    files: ArrowFiles,
-    folder: str,
-    rows: pd.DataFrame,
-    columns: Sequence[str],
-    schema: dict[str, pa.DataType],
-    group_rows: int | None,
-) -> None:
-    table = pa.table({c: pa.array(rows[c].tolist(), schema[c]) for c in columns})
-    files.mkdirs(folder)
-    with files.fs.open_output_stream(f"{folder}/part-00000-{uuid.uuid4()}.snappy.parquet") as out:
-        pq.write_table(table, out, compression="snappy", row_group_size=group_rows)
+    """The entries of run dates before ``run_date`` the documents with ``fingerprints`` touch: within
+    ``k`` bits on a segment probe or a shared sketch band prefix, or sharing a sketch band key
+    (``transforms.index_rows.touched_entries``)."""
+    reads = reads if reads is not None else Reads()
+    fps = np.asarray(fingerprints, dtype=np.int64)
+    probes, keys = batch_probes(fps, radius, layout, sketches)
+    rows = key_lookup(files, store, snapshots, probes, reads)
+    wanted = touched_fingerprints(rows, [p for p in probes if len(p.value)], fps, k, keys)
+    table, n = read_entries(
+        files, store.partition_dirs(snapshots, ENTRIES, None), wanted, ENTRY_COLUMNS, run_date
+    )
+    reads.entry_rows_read += n
+    # an id stored under two run dates (an index written before ids were kept once) is its earliest
+    ordered = table.sort_by([(C.ID, "ascending"), (C.RUN_DATE, "ascending")])
+    entries = ordered.to_pandas(integer_object_nulls=True).drop_duplicates(C.ID, ignore_index=True)
+    return Touched(entries[list(ENTRY_COLUMNS)], reads)

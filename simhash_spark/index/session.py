@@ -31,22 +31,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config, index_sketch_bands_problem
 from simhash_spark.context import RunContext
+from simhash_spark.core import index_keys as K
 from simhash_spark.core.index_model import (
+    ENTRIES,
+    KEYS,
     IndexLayout,
     Manifest,
     MonitorOptions,
     RunRecord,
     Snapshot,
     SnapshotContents,
-    choose_layout,
     model_differences,
     model_signature,
     rate_check,
@@ -55,10 +58,10 @@ from simhash_spark.errors import ConfigError, FingerprintIndexError, MonitorAler
 from simhash_spark.faults import maybe_pause
 from simhash_spark.index import local_files
 from simhash_spark.index.snapshots import (
-    as_entries,
     empty_entries,
     entry_schema,
-    read_folders,
+    read_entries,
+    read_key_rows,
     refingerprint,
     write_snapshot,
 )
@@ -68,7 +71,13 @@ from simhash_spark.storage import ArrowFiles, FileSystem
 from simhash_spark.transforms.driver_frames import driver_frame
 from simhash_spark.transforms.fingerprint import is_fingerprinted
 from simhash_spark.transforms.incremental import mark_already_indexed
-from simhash_spark.transforms.index_rows import doc_bucket, earliest_entries, index_keys, touched_entries
+from simhash_spark.transforms.index_rows import (
+    PROBE_PREFIX,
+    earliest_entries,
+    id_matches,
+    probe_rows,
+    touched_fingerprints,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,15 +107,13 @@ def _signature(cfg: Config) -> dict[str, Any]:
 
 
 def new_layout(cfg: Config) -> IndexLayout:
-    chosen, _ = choose_layout(
-        scheme=cfg.index.scheme if cfg.index.scheme != "auto" else cfg.bands.scheme,
-        k=cfg.policy.largest,
-        min_recall=cfg.bands.min_recall,
-        expected_entries=cfg.index.expected_entries,
-        partitions=cfg.index.partitions,
-        doc_buckets=cfg.index.doc_buckets,
-    )
-    return dataclasses.replace(chosen, sketch_bands=cfg.sketch_bands)
+    return IndexLayout(sketch_bands=cfg.sketch_bands)
+
+
+# a Spark lookup collects the batch's distinct probes (and the fingerprints they touched) to push their key
+# ranges down to the Parquet reader when there are at most this many; a larger batch reads the tables whole
+_PUSHED_VALUES = 200_000
+_PUSHED_RANGES = 256  # ranges per table a pushed filter holds
 
 
 def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
@@ -118,12 +125,6 @@ def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
             + (f"; {len(diffs) - 6} more" if len(diffs) > 6 else "")
             + "). Use the index's settings, a new index, or --rebuild-index to refingerprint "
             "its stored texts with this run's model"
-        )
-    if cfg.policy.largest > manifest.layout.max_distance:
-        return (
-            f"index {path}: its tables find pairs up to {manifest.layout.max_distance} bits, this run "
-            f"asks for {cfg.policy.largest} (match.max_distance / match.length_steps); --rebuild-index "
-            "rebuilds the tables"
         )
     return index_sketch_bands_problem(cfg, manifest.layout.sketch_bands, f"index {path}")
 
@@ -143,6 +144,7 @@ class IndexSession:
     created: bool
     rebuilt_from: int | None = None
     committed: Manifest | None = None
+    rows_per_document: int = 2048  # index.lookup_rows_per_document: what the segment probes may meet
     stats: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -183,15 +185,37 @@ class IndexSession:
         if manifest is None:
             manifest = Manifest(version=0, model=_signature(cfg), layout=new_layout(cfg), id_type="")
             if store.create(manifest):
-                log.info("index %s: new index, tables %s", path, manifest.layout.scheme)
-                return cls(spark, store, path, run_date, manifest, lease, 0, created=True)
+                log.info("index %s: new index (sketch bands: %s)", path, manifest.layout.sketch_bands)
+                return cls(
+                    spark,
+                    store,
+                    path,
+                    run_date,
+                    manifest,
+                    lease,
+                    0,
+                    created=True,
+                    rows_per_document=cfg.index.lookup_rows_per_document,
+                )
             manifest = store.manifest()  # another writer created it first
             assert manifest is not None
-        session = cls(spark, store, path, run_date, manifest, lease, manifest.version, created=False)
+        session = cls(
+            spark,
+            store,
+            path,
+            run_date,
+            manifest,
+            lease,
+            manifest.version,
+            created=False,
+            rows_per_document=cfg.index.lookup_rows_per_document,
+        )
         problem = _model_problem(manifest, cfg, path)
         if problem and not rebuild:
             raise FingerprintIndexError(problem)
-        if problem:
+        # a rebuild also gives the index the sketch band tables the run uses ("auto": where they apply),
+        # or takes them away (false), when its model is the run's already
+        if problem or (rebuild and cfg.sketch_bands != manifest.layout.sketch_bands):
             session.rebuilt_from = manifest.version
         own = manifest.snapshot_of(run_date)
         if own is not None and own.runs != (run_date,) and session.rebuilt_from is None:
@@ -233,52 +257,79 @@ class IndexSession:
         """The rows of stored entries this run sees: earlier run dates only."""
         return df.where(F.col(C.RUN_DATE) < F.lit(self.run_date))
 
-    def _read(self, dirs: list[str], columns: list[str]) -> DataFrame | None:
-        return self.visible(read_folders(self.spark, dirs)).select(*columns) if dirs else None
-
-    def _read_entries(self, dirs: list[str]) -> DataFrame | None:
-        """The ``ENTRY_COLUMNS`` of the docs/ rows in ``dirs`` this run sees."""
-        return as_entries(self.visible(read_folders(self.spark, dirs)), self.layout) if dirs else None
-
-    def read_entries(self, buckets: set[int] | None) -> DataFrame | None:
-        """Stored documents (``ENTRY_COLUMNS``) this run sees, of the given buckets (None: all)."""
-        return self._read_entries(self.store.partition_dirs(self.snapshots, "docs", buckets))
-
     def _entry_counts(self) -> tuple[int, int]:
         """(entries, key rows) of the snapshots this run reads."""
         snaps = self.snapshots
         return sum(s.docs_rows for s in snaps), sum(s.keys_rows for s in snaps)
 
-    # --- reading ------------------------------------------------------------------------------------
+    def probe_radius(self, k: int) -> int:
+        """The segment probes' radius of this run's lookup, from the size of what it reads
+        (``core.index_keys.probe_radius``)."""
+        return K.probe_radius(k, self._entry_counts()[0], self.rows_per_document)
+
+    # --- reading with Spark -------------------------------------------------------------------------
+
+    def _key_dirs(self, tables: list[int], snapshots: list[Snapshot] | None = None) -> dict[int, list[str]]:
+        snaps = self.snapshots if snapshots is None else snapshots
+        return {t: self.store.partition_dirs(snaps, KEYS, {t}) for t in tables}
+
+    def _entries_of(
+        self, fingerprints: DataFrame, ctx: RunContext, snapshots: list[Snapshot] | None = None
+    ) -> DataFrame | None:
+        """The stored entries (``ENTRY_COLUMNS``, every run date) whose fingerprint is one of
+        ``fingerprints`` (``fingerprint``), their fingerprint ranges pushed down when few."""
+        snaps = self.snapshots if snapshots is None else snapshots
+        ranges = _pushed(fingerprints, F.col(C.FINGERPRINT), F.col(C.FINGERPRINT), ctx)
+        read = read_entries(self.spark, self.store.partition_dirs(snaps, ENTRIES, None), ranges)
+        if read is None:
+            return None
+        return read.join(fingerprints.select(C.FINGERPRINT), on=C.FINGERPRINT, how="left_semi")
+
+    def _stored_ids(
+        self, ids: DataFrame, ctx: RunContext, snapshots: list[Snapshot] | None = None
+    ) -> DataFrame | None:
+        """The entries (``id``, ``run_date``) of the given snapshots whose id is one of ``ids`` (``id``):
+        the id table gives the fingerprints of the entries with one of their hashes, these the entries."""
+        hashes = ids.select(F.xxhash64(C.ID).alias(C.INDEX_KEY))
+        ranges = _pushed(hashes, F.col(C.INDEX_KEY), F.col(C.INDEX_KEY), ctx)
+        stored = read_key_rows(
+            self.spark,
+            self._key_dirs([K.ID_TABLE], snapshots),
+            {K.ID_TABLE: ranges or []} if ranges is not None else None,
+        )
+        if stored is None:
+            return None
+        entries = self._entries_of(ctx.persist(id_matches(ids, stored)), ctx, snapshots)
+        if entries is None:
+            return None
+        return entries.select(C.ID, C.RUN_DATE).join(ids.select(C.ID), on=C.ID, how="left_semi")
 
     def _known_ids(self, fps: DataFrame, ctx: RunContext) -> tuple[DataFrame, int]:
         """``fps`` with the ids the index holds already (from earlier dates) marked, and their number."""
-        known = self._read(self.store.partition_dirs(self.snapshots, "docs", None), [C.ID])
-        if known is None:
+        stored = self._stored_ids(fps.select(C.ID), ctx)
+        if stored is None:
             return fps, 0
-        known_ids = ctx.persist(known.join(fps.select(C.ID), on=C.ID, how="left_semi"))
+        known_ids = ctx.persist(self.visible(stored).select(C.ID).distinct())
         n_known = known_ids.count()
         return (mark_already_indexed(fps, known_ids) if n_known else fps), n_known
 
     def _touched(
-        self, bkeys: DataFrame, key_dirs: list[str], k: int, ctx: RunContext
-    ) -> tuple[DataFrame | None, int, int]:
-        """The entries within ``k`` of a batch key: (entries or None, key rows read, doc folders read)."""
-        ikeys = self._read(key_dirs, [C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE])
-        if ikeys is None:
-            return None, 0, 0
-        ikeys = ctx.persist(ikeys)
-        key_rows_read = ikeys.count()
-        sketch_from = self.layout.first_sketch_table if self.layout.sketch_bands else None
-        found = ctx.persist(touched_entries(bkeys, ikeys, max_distance=k, first_sketch_table=sketch_from))
-        bucket = doc_bucket(F.col(C.FINGERPRINT), self.layout.doc_bits).alias("b")
-        buckets = {int(r["b"]) for r in found.select(bucket).distinct().collect()}
-        doc_dirs = self.store.partition_dirs(self.snapshots, "docs", buckets) if buckets else []
-        docs = self._read_entries(doc_dirs)
-        if docs is None:
-            return None, key_rows_read, 0
-        touched = earliest_entries(docs.join(found.select(C.ID), on=C.ID, how="left_semi"))
-        return touched, key_rows_read, len(doc_dirs)
+        self, batch: DataFrame, k: int, radius: int, ctx: RunContext
+    ) -> tuple[DataFrame | None, int]:
+        """The entries the batch touches (``ENTRY_COLUMNS``, each id once) and the key rows read."""
+        probes = ctx.persist(probe_rows(batch, radius=radius, sketch_bands=self.layout.sketch_bands))
+        tables = [t for t in self.layout.tables() if t != K.ID_TABLE]
+        ranges = _probe_ranges(probes, ctx)
+        stored = read_key_rows(self.spark, self._key_dirs(tables), ranges)
+        if stored is None:
+            return None, 0
+        stored = ctx.persist(stored)
+        key_rows_read = stored.count()
+        found = ctx.persist(touched_fingerprints(probes, stored, max_distance=k))
+        entries = self._entries_of(found, ctx)
+        if entries is None:
+            return None, key_rows_read
+        return earliest_entries(self.visible(entries)), key_rows_read
 
     def lookup(
         self,
@@ -288,7 +339,8 @@ class IndexSession:
         held: HeldBatch | None = None,
         summaries: DataFrame | None = None,
     ) -> Lookup:
-        """Find the index entries the batch touches, reading only the key partitions its keys fall in.
+        """Find the index entries the batch touches, reading of each key table only the row groups its
+        probes can meet (``core.index_keys``).
 
         In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them; ``held``: the same
         batch on the driver, when it was fingerprinted there. Such a batch is looked up on the driver
@@ -300,31 +352,22 @@ class IndexSession:
             raise FingerprintIndexError(
                 f"index {self.path}: ids are {self.base.id_type}, this input's id column is {id_type}"
             )
+        radius = self.probe_radius(k)
         if held is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
-            return self._lookup_on_driver(fps, held, k, id_type)
+            return self._lookup_on_driver(fps, held, k, radius, id_type)
         fps, n_known = self._known_ids(fps, ctx)
-        batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(
-            C.ID, C.FINGERPRINT, C.N_CHARS, F.lit(self.run_date).alias(C.RUN_DATE)
-        )
+        batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
         if self.layout.sketch_bands:
             if summaries is None:
                 raise ValueError("an index with sketch tables is looked up with the batch's sketches")
             batch = batch.join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
-        bkeys = ctx.persist(index_keys(batch, layout=self.layout))
-        parts = {int(r[C.PART]) for r in bkeys.select(C.PART).distinct().collect()}
-        key_dirs = self.store.partition_dirs(self.snapshots, "keys", parts)
-        touched, key_rows_read, n_doc_dirs = self._touched(bkeys, key_dirs, k, ctx)
+        touched, key_rows_read = self._touched(batch, k, radius, ctx)
         if touched is None:
             touched = empty_entries(self.spark, id_type)
         # a leaf of the linking's plans: it holds the plans of the keys and entries it was found with
         touched = ctx.materialize(touched)
-        read = {
-            "key_rows_read": key_rows_read,
-            "key_partitions_needed": len(parts),
-            "key_partition_folders_read": len(key_dirs),
-            "doc_bucket_folders_read": n_doc_dirs,
-        }
-        return Lookup(fps, touched, self._stats("spark", read, touched.count(), n_known))
+        read = {"key_rows_read": key_rows_read}
+        return Lookup(fps, touched, self._stats("spark", read, touched.count(), n_known, k, radius))
 
     def _driver_opens(self) -> bool:
         return isinstance(self.store.files, FileSystem) and self.store.files.local
@@ -334,33 +377,42 @@ class IndexSession:
         files = ArrowFiles(self.path)
         return files, IndexStore(files, files.root)
 
-    def _lookup_on_driver(self, fps: DataFrame, held: HeldBatch, k: int, id_type: str) -> Lookup:
+    def _lookup_on_driver(self, fps: DataFrame, held: HeldBatch, k: int, radius: int, id_type: str) -> Lookup:
         """``lookup`` of a batch the driver holds, read with pyarrow: the same marked ``fps``, touched
         entries and statistics, and the entries as rows on the driver."""
         files, store = self._driver_store()
+        reads = local_files.Reads()
         with store.reading():
-            known = local_files.known_ids(files, store, self.snapshots, self.run_date, held.ids)
+            known = local_files.known_ids(
+                files, store, self.snapshots, self.run_date, held.ids, id_type, reads=reads
+            )
             linked = held.keyed[~held.keyed[C.ID].isin(known)] if known else held.keyed
             fingerprints = linked[C.FINGERPRINT].to_numpy()
             sketches = _held_sketches(linked) if self.layout.sketch_bands else None
             found = local_files.touched_entries(
-                files, store, self.snapshots, self.layout, self.run_date, fingerprints, k, sketches
+                files,
+                store,
+                self.snapshots,
+                self.layout,
+                self.run_date,
+                fingerprints,
+                k,
+                radius,
+                sketches,
+                reads,
             )
         if known:
             fps = mark_already_indexed(
                 fps, driver_frame(self.spark, pd.DataFrame({C.ID: known}), f"{C.ID} {id_type}")
             )
         touched = driver_frame(self.spark, found.entries, entry_schema(id_type))
-        read = {
-            "key_rows_read": found.key_rows_read,
-            "key_partitions_needed": found.parts_needed,
-            "key_partition_folders_read": found.key_folders_read,
-            "doc_bucket_folders_read": found.doc_folders_read,
-        }
-        stats = self._stats("driver", read, len(found.entries), len(known))
+        read = {"key_rows_read": reads.key_rows_read, "entry_rows_read": reads.entry_rows_read}
+        stats = self._stats("driver", read, len(found.entries), len(known), k, radius)
         return Lookup(fps, touched, stats, local=LocalMatches(known, found.entries))
 
-    def _stats(self, on: str, read: dict[str, int], n_touched: int, n_known: int) -> dict[str, Any]:
+    def _stats(
+        self, on: str, read: dict[str, int], n_touched: int, n_known: int, k: int, radius: int
+    ) -> dict[str, Any]:
         entries, key_rows = self._entry_counts()
         return {
             "path": self.path,
@@ -368,18 +420,17 @@ class IndexSession:
             "created": self.created,
             "rebuilt_from_version": self.rebuilt_from,
             "version_before": self.version_before,
+            "format": self.base.format,
             "entries_before": entries,
             "snapshots_read": len(self.snapshots),
             "looked_up_on": on,
             "key_rows_total": key_rows,
-            "key_partitions_per_snapshot": self.layout.n_parts(),
             **read,
-            # ids are checked against every entry (one column): a re-sent id must not be indexed twice
-            "id_rows_scanned": entries,
             "touched_entries": n_touched,
             "already_indexed": n_known,
-            "tables": self.layout.scheme,
-            "max_distance": self.layout.max_distance,
+            "key_tables": len(self.layout.tables()),
+            "sketch_bands": self.layout.sketch_bands,
+            **K.describe_radius(radius, k),
         }
 
     # --- rebuilding ---------------------------------------------------------------------------------
@@ -391,12 +442,14 @@ class IndexSession:
         and is committed with the run."""
         old = self.base
         layout = new_layout(cfg)
-        dirs = self.store.partition_dirs(old.snapshots, "docs", None)
+        dirs = self.store.partition_dirs(old.snapshots, ENTRIES, None)
         groups = old.rebuild_groups(self.run_date, cfg.index.keep_recent)
         fresh = None
         if dirs:
-            stored = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) != F.lit(self.run_date))
-            fresh = refingerprint(as_entries(stored, old.layout), cfg).persist(StorageLevel.MEMORY_AND_DISK)
+            stored = read_entries(self.spark, dirs, None)
+            assert stored is not None
+            stored = stored.where(F.col(C.RUN_DATE) != F.lit(self.run_date))
+            fresh = refingerprint(stored, cfg).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             snapshots = [self._rebuilt(layout, fresh, runs) for runs in groups]
         finally:
@@ -415,11 +468,11 @@ class IndexSession:
             ),
         )
         log.info(
-            "index %s: rebuilt %d entries into %d snapshot(s) with this run's model (tables %s)",
+            "index %s: rebuilt %d entries into %d snapshot(s) with this run's model (sketch bands: %s)",
             self.path,
             sum(snap.docs_rows for snap in snapshots),
             len(snapshots),
-            layout.scheme,
+            layout.sketch_bands,
         )
 
     def _rebuilt(self, layout: IndexLayout, fresh: DataFrame | None, runs: tuple[str, ...]) -> Snapshot:
@@ -447,7 +500,13 @@ class IndexSession:
         )
 
     def commit(
-        self, entries: DataFrame, *, id_type: str, record: RunRecord, rows: pd.DataFrame | None = None
+        self,
+        entries: DataFrame,
+        *,
+        id_type: str,
+        record: RunRecord,
+        ctx: RunContext,
+        rows: pd.DataFrame | None = None,
     ) -> Snapshot:
         """Write the batch's snapshot, then commit the next manifest version (the moment the run becomes
         part of the index). Fails, adding nothing, if another writer committed first. ``rows``: the same
@@ -460,7 +519,13 @@ class IndexSession:
             if self.later_snapshots:
                 with store.reading():
                     later = local_files.known_ids(
-                        files, store, self.later_snapshots, self.run_date, rows[C.ID].tolist(), later=True
+                        files,
+                        store,
+                        self.later_snapshots,
+                        self.run_date,
+                        rows[C.ID].tolist(),
+                        id_type,
+                        later=True,
                     )
                 rows = rows[~rows[C.ID].isin(later)]
             folder_rows = local_files.write_snapshot_files(
@@ -468,7 +533,9 @@ class IndexSession:
             )
             snap = store.seal(snap_id, runs, store.written_contents(snap_id, folder_rows))
         else:
-            snap = write_snapshot(self.store, self.layout, self._not_stored_later(entries), snap_id, runs)
+            snap = write_snapshot(
+                self.store, self.layout, self._not_stored_later(entries, ctx), snap_id, runs
+            )
         maybe_pause("index-snapshot-written")
         base = self.base if self.base.id_type else dataclasses.replace(self.base, id_type=id_type)
         manifest = base.with_run(snap, dataclasses.replace(record, snapshot=snap.id, appended=snap.docs_rows))
@@ -477,12 +544,14 @@ class IndexSession:
         maybe_pause("index-committed")
         return snap
 
-    def _not_stored_later(self, entries: DataFrame) -> DataFrame:
+    def _not_stored_later(self, entries: DataFrame, ctx: RunContext) -> DataFrame:
         """``entries`` less the ids that snapshots of later run dates hold."""
-        dirs = self.store.partition_dirs(self.later_snapshots, "docs", None)
-        if not dirs:
+        if not self.later_snapshots:
             return entries
-        later = read_folders(self.spark, dirs).where(F.col(C.RUN_DATE) > F.lit(self.run_date)).select(C.ID)
+        stored = self._stored_ids(entries.select(C.ID), ctx, self.later_snapshots)
+        if stored is None:
+            return entries
+        later = stored.where(F.col(C.RUN_DATE) > F.lit(self.run_date)).select(C.ID)
         return entries.join(later, on=C.ID, how="left_anti")
 
     def finish(self) -> None:
@@ -504,6 +573,32 @@ class IndexSession:
         """After a failure: release the lease; the snapshot folder a failed run wrote is listed by no
         manifest and is removed by a later run's cleanup."""
         self.lease.release()
+
+
+def _pushed(values: DataFrame, lo: Column, hi: Column, ctx: RunContext) -> list[tuple[int, int]] | None:
+    """The distinct [lo, hi] ranges of ``values`` merged into at most ``_PUSHED_RANGES``, for a reader to
+    skip the row groups outside them; None when there are more than ``_PUSHED_VALUES`` (read everything)."""
+    rows = values.select(lo.alias("lo"), hi.alias("hi")).distinct().limit(_PUSHED_VALUES + 1).collect()
+    if len(rows) > _PUSHED_VALUES:
+        return None
+    los = np.array([r["lo"] for r in rows], dtype=np.int64)
+    his = np.array([r["hi"] for r in rows], dtype=np.int64)
+    return K.merged_ranges(los, his, _PUSHED_RANGES)
+
+
+def _probe_ranges(probes: DataFrame, ctx: RunContext) -> dict[int, list[tuple[int, int]]] | None:
+    """Per key table, the key ranges the batch's probes can meet (``_pushed``), or None when too many."""
+    rows = probes.select(C.KEY_TABLE, PROBE_PREFIX).distinct().limit(_PUSHED_VALUES + 1).collect()
+    if len(rows) > _PUSHED_VALUES:
+        return None
+    by_table: dict[int, list[int]] = {}
+    for r in rows:
+        by_table.setdefault(int(r[C.KEY_TABLE]), []).append(int(r[PROBE_PREFIX]))
+    out = {}
+    for table, values in by_table.items():
+        lo, hi = K.Probes(table, np.array(values, dtype=np.int64), np.zeros(len(values), np.int64)).ranges()
+        out[table] = K.merged_ranges(lo, hi, _PUSHED_RANGES)
+    return out
 
 
 def _held_sketches(keyed: pd.DataFrame) -> list[bytes | None]:

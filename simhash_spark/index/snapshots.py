@@ -1,10 +1,13 @@
 """Snapshot folders of the index, read and written with Spark.
 
-A snapshot holds, for some run dates, one row per document (``docs/bucket=B/``: ``ENTRY_COLUMNS``) and one
-row per (document, table) (``keys/part=P/``); see ``simhash_spark.core.index_model`` for the layout.
+A snapshot holds, for some run dates, one row per entry (``entries/``: ``ENTRY_COLUMNS``, sorted by
+fingerprint) and the entries' key rows (``keys/key_table=T/``: ``key``, ``fingerprint``, sorted by key);
+see ``simhash_spark.core.index_model`` for the layout and ``core.index_keys`` for the tables.
 """
 
 from __future__ import annotations
+
+import math
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -13,14 +16,27 @@ from pyspark.sql import functions as F
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.core.fingerprint import check_filter
-from simhash_spark.core.index_model import ENTRY_COLUMNS, IndexLayout, Snapshot, stored_entry_columns
+from simhash_spark.core.index_model import (
+    ENTRIES,
+    ENTRY_COLUMNS,
+    KEYS,
+    IndexLayout,
+    Snapshot,
+)
+from simhash_spark.index.local_files import CODEC, key_folder
 from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import literal
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
-from simhash_spark.transforms.index_rows import doc_bucket, index_keys
+from simhash_spark.transforms.index_rows import key_rows
 
+# Parquet row groups: a probe reads the key row group its range falls in, a touched entry its entries row
+# group (the texts of its neighbours in fingerprint order)
 KEY_ROW_GROUP_BYTES = 256 * 1024
+ENTRY_ROW_GROUP_BYTES = 512 * 1024
+# rows per file: a run writes tens of files, however many tasks it ran
+KEY_ROWS_PER_FILE = 8_000_000
+ENTRIES_PER_FILE = 200_000
 
 
 # the SQL option that sets how many tasks list the folders of one read, when they are many
@@ -28,11 +44,10 @@ _LISTING_TASKS = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 def read_folders(spark: SparkSession, folders: list[str]) -> DataFrame:
-    """The Parquet rows of ``folders`` (partition folders of snapshots; at least one).
+    """The Parquet rows of ``folders`` (folders of snapshots; at least one).
 
-    Spark lists more than a few dozen folders with a job of one task per folder, up to 10,000: a small
-    batch against an index of many tables pays hundreds of tasks that each list one folder of a few files.
-    The listing here runs as at most as many tasks as the session has cores, each listing its share."""
+    Spark lists more than a few dozen folders with a job of one task per folder, up to 10,000. The listing
+    here runs as at most as many tasks as the session has cores, each listing its share."""
     folders = [literal(f) for f in folders]
     sc = spark_context(spark)
     if sc is None:  # Spark Connect: the listing runs where the session's server decides
@@ -54,14 +69,6 @@ def entry_schema(id_type: str) -> str:
         f"{C.ID} {id_type}, {C.FINGERPRINT} bigint, {C.N_CHARS} int, {C.TITLE_FINGERPRINT} bigint, "
         f"{C.TEXT} string, {C.TITLE} string, {C.RUN_DATE} string, {C.CHECK_SUMMARY} binary"
     )
-
-
-def as_entries(stored: DataFrame, layout: IndexLayout) -> DataFrame:
-    """docs/ rows of an index of ``layout`` as ``ENTRY_COLUMNS``: an index without sketch tables stores
-    no sketches (a null ``check_summary``)."""
-    if layout.sketch_bands:
-        return stored.select(*ENTRY_COLUMNS)
-    return stored.select(*ENTRY_COLUMNS[:-1], F.lit(None).cast("binary").alias(C.CHECK_SUMMARY))
 
 
 def empty_entries(spark: SparkSession, id_type: str) -> DataFrame:
@@ -112,41 +119,93 @@ def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
     return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
 
 
+def _files(rows: int, per_file: int) -> int:
+    return max(1, math.ceil(rows / per_file))
+
+
 def write_snapshot(
     store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
 ) -> Snapshot:
     """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder and seal it with its contents
     record; invisible until a manifest lists it."""
-    entries = entries.persist(StorageLevel.MEMORY_AND_DISK)
+    entries = entries.select(*ENTRY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    keys = None
     try:
         base = store.snapshot_dir(snapshot)
-        keyed = [C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE] + (
-            [C.CHECK_SUMMARY] if layout.sketch_bands else []
-        )
-        keys = index_keys(entries.select(*keyed), layout=layout)
-        stored = entries.select(*stored_entry_columns(layout))
-        docs = stored.withColumn(C.BUCKET, doc_bucket(F.col(C.FINGERPRINT), layout.doc_bits))
-        # rows per folder, for the contents record (small aggregations of the persisted entries)
-        rows = {f"docs/{C.BUCKET}={r[0]}": int(r[1]) for r in docs.groupBy(C.BUCKET).count().collect()}
-        if rows:
-            rows.update({f"keys/{C.PART}={r[0]}": int(r[1]) for r in keys.groupBy(C.PART).count().collect()})
+        n_entries = entries.count()
+        rows: dict[str, int] = {}
+        if n_entries:
+            keys = key_rows(entries, sketch_bands=layout.sketch_bands).persist(StorageLevel.MEMORY_AND_DISK)
+            per_table = {int(r[0]): int(r[1]) for r in keys.groupBy(C.KEY_TABLE).count().collect()}
+            rows = {ENTRIES: n_entries, **{key_folder(t): n for t, n in per_table.items()}}
             (
-                keys.repartition(C.PART)
-                .sortWithinPartitions(C.PART, C.BAND, C.KEY)
+                keys.repartitionByRange(
+                    _files(sum(per_table.values()), KEY_ROWS_PER_FILE), C.KEY_TABLE, C.INDEX_KEY
+                )
+                .sortWithinPartitions(C.KEY_TABLE, C.INDEX_KEY, C.FINGERPRINT)
                 .write.mode("error")
-                # small row groups over key-sorted files: a lookup of a few keys (``check``) reads the
-                # row groups whose key range holds them, not the whole partition
+                # small row groups over key-sorted files: a probe reads the row group its key range falls in
                 .option("parquet.block.size", KEY_ROW_GROUP_BYTES)
-                .partitionBy(C.PART)
-                .parquet(base + "/keys")
+                .option("compression", CODEC)
+                .partitionBy(C.KEY_TABLE)
+                .parquet(f"{base}/{KEYS}")
             )
             (
-                docs.repartition(C.BUCKET)
-                .sortWithinPartitions(C.BUCKET, C.ID)
+                entries.repartitionByRange(_files(n_entries, ENTRIES_PER_FILE), C.FINGERPRINT)
+                .sortWithinPartitions(C.FINGERPRINT, C.ID)
                 .write.mode("error")
-                .partitionBy(C.BUCKET)
-                .parquet(base + "/docs")
+                .option("parquet.block.size", ENTRY_ROW_GROUP_BYTES)
+                .option("compression", CODEC)
+                .parquet(f"{base}/{ENTRIES}")
             )
     finally:
         entries.unpersist()
+        if keys is not None:
+            keys.unpersist()
     return store.seal(snapshot, runs, store.written_contents(snapshot, rows))
+
+
+def read_key_rows(
+    spark: SparkSession,
+    folders_by_table: dict[int, list[str]],
+    ranges: dict[int, list[tuple[int, int]]] | None,
+) -> DataFrame | None:
+    """The key rows (``key_table``, ``key``, ``fingerprint``) of the given tables' folders; with ``ranges``,
+    only those within one of their table's ranges (pushed down: the reader skips the row groups outside)."""
+    from simhash_spark.transforms.index_rows import range_filter
+
+    frames = []
+    for table, folders in sorted(folders_by_table.items()):
+        if not folders:
+            continue
+        rows = read_folders(spark, folders)
+        where = range_filter(C.INDEX_KEY, ranges.get(table, [])) if ranges is not None else None
+        if ranges is not None and where is None:
+            continue
+        if where is not None:
+            rows = rows.where(where)
+        frames.append(rows.select(F.lit(table).alias(C.KEY_TABLE), C.INDEX_KEY, C.FINGERPRINT))
+    if not frames:
+        return None
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def read_entries(
+    spark: SparkSession, folders: list[str], ranges: list[tuple[int, int]] | None
+) -> DataFrame | None:
+    """The entries (``ENTRY_COLUMNS``) of ``folders``; with ``ranges``, only those whose fingerprint lies in
+    one (pushed down)."""
+    from simhash_spark.transforms.index_rows import range_filter
+
+    if not folders:
+        return None
+    rows = read_folders(spark, folders)
+    if ranges is not None:
+        where = range_filter(C.FINGERPRINT, ranges)
+        if where is None:
+            return None
+        rows = rows.where(where)
+    return rows.select(*ENTRY_COLUMNS)

@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from simhash_spark.core.index_model import (
     CONTENTS,
+    KEYS,
     FolderContents,
     Manifest,
     OldFormat,
@@ -152,7 +153,7 @@ class IndexStore:
             return None
 
     def partition_dirs(self, snapshots: Iterable[Snapshot], kind: str, wanted: set[int] | None) -> list[str]:
-        """The ``part=``/``bucket=`` folders of ``kind`` ("keys" or "docs") the given snapshots hold,
+        """The folders of ``kind`` (``entries``, or ``keys``: ``keys/key_table=T``) the given snapshots hold,
         restricted to ``wanted`` (None: all), each checked against the snapshot's contents record: every
         file it lists there with its size, no other (visible) file. Else ``IndexDamaged`` naming it."""
         out = []
@@ -209,7 +210,7 @@ class IndexStore:
         if sha256_text(text) != snap.contents_sha256:
             return f"{where}: {SNAPSHOTS}/{snap.id}/{CONTENTS} was changed (its checksum differs)"
         contents = SnapshotContents.from_json(text)
-        if (contents.rows("docs"), contents.rows("keys")) != (snap.docs_rows, snap.keys_rows):
+        if (contents.entry_rows(), contents.rows(KEYS)) != (snap.docs_rows, snap.keys_rows):
             return f"{where}: its contents record counts other rows than the manifest"
         return contents
 
@@ -218,9 +219,7 @@ class IndexStore:
         text = contents.to_json()
         self.files.write_text(join(self.snapshot_dir(snapshot), CONTENTS), text)
         self._contents[snapshot] = contents
-        return Snapshot(
-            snapshot, runs, contents.rows("keys"), contents.rows("docs"), now(), sha256_text(text)
-        )
+        return Snapshot(snapshot, runs, contents.rows(KEYS), contents.entry_rows(), now(), sha256_text(text))
 
     def written_contents(self, snapshot: str, rows: dict[str, int]) -> SnapshotContents:
         """The contents of a snapshot folder as written: its data files with their sizes, ``rows`` per
@@ -309,13 +308,10 @@ def describe(manifest: Manifest) -> dict[str, Any]:
         "first_run": min(r.run_date for r in manifest.runs) if manifest.runs else None,
         "last_run": max(r.run_date for r in manifest.runs) if manifest.runs else None,
         "layout": {
-            "scheme": manifest.layout.scheme,
-            "max_distance": manifest.layout.max_distance,
-            "key_partitions_per_snapshot": manifest.layout.n_parts(),
-            "doc_buckets": 1 << manifest.layout.doc_bits,
+            "key_tables": len(manifest.layout.tables()),
             "sketch_bands": manifest.layout.sketch_bands,
         },
-        "format": manifest.layout.format if manifest.format != 1 else 1,
+        "format": manifest.format,
         "id_type": manifest.id_type,
         "model": manifest.model,
         "recent_runs": [

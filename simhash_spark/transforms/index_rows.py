@@ -1,127 +1,151 @@
-"""Rows of the persistent index, and the lookup of a batch against them."""
+"""The index's key rows and a batch's probes as DataFrames: the Spark twin of ``core.index_keys`` (tested
+to agree in tests/test_index_rows_spark.py)."""
 
 from __future__ import annotations
+
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import ENTRY_COLUMNS, SKETCH_KEY_BITS, IndexLayout
+from simhash_spark.core import index_keys as K
+from simhash_spark.core.index_model import ENTRY_COLUMNS
 from simhash_spark.core.sketch_bands import NO_KEY
 from simhash_spark.transforms.candidates import hamming_distance, sketch_keys_column
 
+_QUERY_FP = "_query_fingerprint"
+_QUERY_KEY = "_query_key"
+PROBE_PREFIX = "_prefix"
 
-def _signed_bit(pos: int) -> int:
-    return -(1 << 63) if pos == 63 else 1 << pos
+
+def _rotated(fingerprint: Column, segment: int) -> Column:
+    """``core.index_keys.rotate``: the fingerprint rotated left by 16·``segment`` bits."""
+    s = K.SEGMENT_BITS * segment
+    if s == 0:
+        return fingerprint
+    return F.shiftleft(fingerprint, s).bitwiseOR(F.shiftrightunsigned(fingerprint, 64 - s))
 
 
-def _tables(layout: IndexLayout) -> Column:
-    """Per table: its mask and the single-bit masks of its partition prefix, as one array literal."""
-    return F.array(
+def _key(table: int, key: Column) -> Column:
+    return F.struct(F.lit(table).alias(C.KEY_TABLE), key.cast("bigint").alias(C.INDEX_KEY))
+
+
+def key_rows(entries: DataFrame, *, sketch_bands: bool) -> DataFrame:
+    """Every key row the entries store (``core.index_keys.key_rows``), each (table, key, fingerprint) once.
+
+    In: ``id``, ``fingerprint`` and, with ``sketch_bands``, ``check_summary`` (null: no sketch).
+    Out: ``key_table``, ``key``, ``fingerprint``."""
+    fp = F.col(C.FINGERPRINT)
+    keys = [_key(K.ID_TABLE, F.xxhash64(C.ID))]
+    keys += [_key(K.FIRST_SEGMENT_TABLE + s, _rotated(fp, s)) for s in range(K.SEGMENTS)]
+    rows = entries.select(fp, F.explode(F.array(*keys)).alias("_k"))
+    if sketch_bands:
+        banded = entries.where(F.col(C.CHECK_SUMMARY).isNotNull()).select(
+            fp, F.posexplode(sketch_keys_column(F.col(C.CHECK_SUMMARY))).alias("_b", "_v")
+        )
+        sketch = banded.where(F.col("_v") != NO_KEY).select(
+            fp, _key(0, F.col("_v")).withField(C.KEY_TABLE, F.col("_b") + K.FIRST_SKETCH_TABLE).alias("_k")
+        )
+        rows = rows.unionByName(sketch)
+    return rows.select(
+        F.col(f"_k.{C.KEY_TABLE}").cast("int").alias(C.KEY_TABLE),
+        F.col(f"_k.{C.INDEX_KEY}").alias(C.INDEX_KEY),
+        fp,
+    ).dropDuplicates()
+
+
+def prefix(table: Column, key: Column) -> Column:
+    """``key >> core.index_keys.prefix_shift(table)``: what a probe of the table must equal."""
+    return (
+        F.when(table == K.ID_TABLE, key)
+        .when(table < K.FIRST_SKETCH_TABLE, F.shiftright(key, 64 - K.SEGMENT_BITS))
+        .otherwise(F.shiftright(key, K.SKETCH_PREFIX_SHIFT))
+    )
+
+
+def _signed16(value: Column) -> Column:
+    half = 1 << (K.SEGMENT_BITS - 1)
+    return F.when(value >= half, value - (1 << K.SEGMENT_BITS)).otherwise(value)
+
+
+def probe_rows(batch: DataFrame, *, radius: int, sketch_bands: bool) -> DataFrame:
+    """The probes of the batch's documents in the segment and sketch tables (``core.index_keys``'
+    ``segment_probes`` and ``sketch_probes``).
+
+    In: ``fingerprint`` and, with ``sketch_bands``, ``check_summary``. Out: ``key_table``, ``_prefix``,
+    ``_query_fingerprint``, ``_query_key`` (a sketch probe's band key; null for segments)."""
+    fp = F.col(C.FINGERPRINT)
+    masks = F.lit([int(m) for m in K.flip_masks(radius)]).cast("array<bigint>")
+    leads = F.array(
         *[
             F.struct(
-                F.lit(m).cast("bigint").alias("m"),
-                F.array(
-                    *[F.lit(_signed_bit(p)).cast("bigint") for p in pos] or [F.lit(0).cast("bigint")]
-                ).alias("p"),
+                F.lit(K.FIRST_SEGMENT_TABLE + s).alias(C.KEY_TABLE),
+                F.shiftrightunsigned(_rotated(fp, s), 64 - K.SEGMENT_BITS).alias("_lead"),
             )
-            for m, pos in zip(layout.masks(), layout.prefix_positions(), strict=True)
+            for s in range(K.SEGMENTS)
         ]
     )
-
-
-def _prefix(fingerprint: Column, bit_masks: Column, bits: int) -> Column:
-    """The fingerprint's bits under ``bit_masks`` read as an integer (``core.index_model.key_part``)."""
-    if bits == 0:
-        return F.lit(0).cast("bigint")
-    return F.aggregate(
-        bit_masks,
-        F.lit(0).cast("bigint"),
-        lambda acc, bit: F.shiftleft(acc, 1).bitwiseOR(
-            F.when(fingerprint.bitwiseAND(bit) != 0, F.lit(1).cast("bigint")).otherwise(
-                F.lit(0).cast("bigint")
-            )
-        ),
+    segments = batch.select(fp, F.explode(leads).alias("_l")).select(
+        fp,
+        F.col("_l._lead").alias("_lead"),
+        F.col(f"_l.{C.KEY_TABLE}").alias(C.KEY_TABLE),
+        F.explode(masks).alias("_m"),
     )
-
-
-def index_keys(fps: DataFrame, *, layout: IndexLayout) -> DataFrame:
-    """One row per (document, index table); with ``layout.sketch_bands``, also one per sketch band in
-    which the document has a key (``core.index_model.sketch_key_part``).
-
-    In: ``id``, ``fingerprint`` (non-null), ``n_chars``, ``run_date`` (and with sketch bands
-    ``check_summary``, null for a document without a sketch).
-    Out: ``part``, ``band``, ``band_key``, ``id``, ``fingerprint``, ``n_chars``, ``run_date``.
-    """
-    fp = F.col(C.FINGERPRINT)
-    exploded = fps.select(
-        C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE, F.posexplode(_tables(layout)).alias("_t", "_x")
+    probes = segments.select(
+        F.col(C.KEY_TABLE).cast("int").alias(C.KEY_TABLE),
+        _signed16(F.col("_lead").bitwiseXOR(F.col("_m"))).alias(PROBE_PREFIX),
+        fp.alias(_QUERY_FP),
+        F.lit(None).cast("bigint").alias(_QUERY_KEY),
     )
-    keys = exploded.select(
-        (
-            F.shiftleft(F.col("_t").cast("bigint"), layout.prefix_bits)
-            + _prefix(fp, F.col("_x.p"), layout.prefix_bits)
-        )
-        .cast("int")
-        .alias(C.PART),
-        F.col("_t").cast("int").alias(C.BAND),
-        fp.bitwiseAND(F.col("_x.m")).alias(C.KEY),
-        C.ID,
+    if not sketch_bands:
+        return probes
+    banded = batch.where(F.col(C.CHECK_SUMMARY).isNotNull()).select(
+        fp, F.posexplode(sketch_keys_column(F.col(C.CHECK_SUMMARY))).alias("_b", "_v")
+    )
+    sketch = banded.where(F.col("_v") != NO_KEY).select(
+        (F.col("_b") + K.FIRST_SKETCH_TABLE).cast("int").alias(C.KEY_TABLE),
+        F.shiftright(F.col("_v"), K.SKETCH_PREFIX_SHIFT).alias(PROBE_PREFIX),
+        fp.alias(_QUERY_FP),
+        F.col("_v").cast("bigint").alias(_QUERY_KEY),
+    )
+    return probes.unionByName(sketch)
+
+
+def touched_fingerprints(probes: DataFrame, stored: DataFrame, *, max_distance: int) -> DataFrame:
+    """The stored fingerprints the probes touch (``core.index_keys.touched``): within ``max_distance`` bits
+    of the probing document, or holding its very sketch band key.
+
+    In: ``probe_rows``' rows; ``stored`` (``key_table``, ``key``, ``fingerprint``) of the segment and sketch
+    tables. Out: ``fingerprint``, each once."""
+    keyed = stored.select(
+        C.KEY_TABLE,
+        C.INDEX_KEY,
         C.FINGERPRINT,
-        C.N_CHARS,
-        C.RUN_DATE,
+        prefix(F.col(C.KEY_TABLE), F.col(C.INDEX_KEY)).alias(PROBE_PREFIX),
     )
-    return keys.unionByName(_sketch_keys(fps, layout)) if layout.sketch_bands else keys
+    met = keyed.join(probes, on=[C.KEY_TABLE, PROBE_PREFIX], how="inner")
+    near = hamming_distance(F.col(C.FINGERPRINT), F.col(_QUERY_FP)) <= max_distance
+    same_band_key = F.coalesce(F.col(C.INDEX_KEY) == F.col(_QUERY_KEY), F.lit(False))
+    return met.where(near | same_band_key).select(C.FINGERPRINT).distinct()
 
 
-def _sketch_keys(fps: DataFrame, layout: IndexLayout) -> DataFrame:
-    """``index_keys``' rows of the sketch tables (table ``first_sketch_table + b`` for sketch band b)."""
-    with_sketch = fps.where(F.col(C.CHECK_SUMMARY).isNotNull())
-    exploded = with_sketch.select(
-        C.ID,
-        C.FINGERPRINT,
-        C.N_CHARS,
-        C.RUN_DATE,
-        F.posexplode(sketch_keys_column(F.col(C.CHECK_SUMMARY))).alias("_b", C.KEY),
-    ).where(F.col(C.KEY) != NO_KEY)
-    table = F.col("_b") + layout.first_sketch_table
-    bits = min(layout.prefix_bits, SKETCH_KEY_BITS)
-    prefix = F.shiftright(F.col(C.KEY), SKETCH_KEY_BITS - bits) if bits else F.lit(0).cast("bigint")
-    return exploded.select(
-        (F.shiftleft(table.cast("bigint"), layout.prefix_bits) + prefix).cast("int").alias(C.PART),
-        table.cast("int").alias(C.BAND),
-        C.KEY,
-        C.ID,
-        C.FINGERPRINT,
-        C.N_CHARS,
-        C.RUN_DATE,
-    )
+def id_matches(ids: DataFrame, stored: DataFrame) -> DataFrame:
+    """The fingerprints of the stored id-table rows whose key is the hash of one of ``ids``.
+
+    In: ``ids`` (``id``); ``stored`` (``key_table``, ``key``, ``fingerprint``) of the id table.
+    Out: ``fingerprint``, each once."""
+    hashed = ids.select(F.xxhash64(C.ID).alias(C.INDEX_KEY)).distinct()
+    return stored.join(hashed, on=C.INDEX_KEY, how="left_semi").select(C.FINGERPRINT).distinct()
 
 
-def doc_bucket(fingerprint: Column, doc_bits: int) -> Column:
-    """``core.index_model.doc_bucket``: the fingerprint's top ``doc_bits`` bits."""
-    if doc_bits == 0:
-        return F.lit(0)
-    return F.shiftrightunsigned(fingerprint, 64 - doc_bits).cast("int")
-
-
-def touched_entries(
-    batch_keys: DataFrame, index_keys: DataFrame, *, max_distance: int, first_sketch_table: int | None = None
-) -> DataFrame:
-    """Index entries within ``max_distance`` bits of some batch document on a shared table key: with an
-    exact design, every index entry that can pair with the batch; with ``first_sketch_table``, also every
-    entry sharing a sketch band key (tables from it on) with one, whatever its distance.
-
-    In: ``batch_keys`` and ``index_keys`` as ``index_keys`` makes them.
-    Out: ``id``, ``fingerprint``, ``n_chars``, ``run_date`` (distinct index entries).
-    """
-    b = batch_keys.select(C.BAND, C.KEY, F.col(C.FINGERPRINT).alias("_bfp"))
-    i = index_keys.select(C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE)
-    near = hamming_distance(F.col(C.FINGERPRINT), F.col("_bfp")) <= max_distance
-    if first_sketch_table is not None:
-        near = near | (F.col(C.BAND) >= first_sketch_table)
-    joined = i.join(b, on=[C.BAND, C.KEY], how="inner").where(near)
-    return joined.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.RUN_DATE).dropDuplicates([C.ID])
+def range_filter(column: str, ranges: list[tuple[int, int]]) -> Column | None:
+    """``column`` within one of ``ranges`` as a balanced disjunction (a Parquet reader skips the row groups
+    it excludes); None for no ranges."""
+    terms = [F.col(column).between(lo, hi) for lo, hi in ranges]
+    while len(terms) > 1:
+        terms = [reduce(lambda a, b: a | b, terms[i : i + 2]) for i in range(0, len(terms), 2)]
+    return terms[0] if terms else None
 
 
 def earliest_entries(entries: DataFrame) -> DataFrame:
