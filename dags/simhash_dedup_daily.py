@@ -4,102 +4,51 @@ Each day's partition of the corpus (``{SIMHASH_INPUT_ROOT}/dt=YYYY-MM-DD``) is d
 itself and against everything earlier through the fingerprint index, then added to the index; the
 results land in ``{SIMHASH_OUTPUT_ROOT}/dt=YYYY-MM-DD``. Afterwards older index snapshots are merged.
 
+Every day runs, in order: the index is a history, so a day skipped would never be indexed. ``catchup``
+runs the days missed while the DAG was paused (or before it was deployed, from SIMHASH_START_DATE), one
+at a time (``max_active_runs=1``: the index has one writer), and ``depends_on_past`` keeps a day from
+starting before the day before it succeeded. A day's partition that has not arrived yet is waited for
+(``wait_for_input``, rescheduled: no worker slot held; it fails after SIMHASH_INPUT_TIMEOUT_HOURS); a day
+that arrived empty (no crawl) succeeds with empty outputs and is recorded in the index
+(``--allow-empty-input``).
+
 Retries and manual reruns are safe: ``--run-date`` makes a rerun replace that day's index entries and
-``--overwrite`` its output. One run at a time (``max_active_runs=1``): the index has one writer. A jump of
-the day's dedup rate beyond the ``[monitor]`` band fails the task (exit code 3) before anything is
-published, so the day is alerted on instead of published.
+``--overwrite`` its output. A jump of the day's dedup rate beyond the ``[monitor]`` band fails the task
+(exit code 3) before anything is published, so the day is alerted on instead of published.
 
 Failures: exit 2 (bad input or configuration) and exit 3 (monitor alarm) are deterministic, so the task
-fails at once without its retries (``AirflowFailException``); exit 1 (a runtime failure: lost executors,
-a full disk) keeps the retries. An alarm raises ``SimhashMonitorAlarm`` and its message starts with
-``SIMHASH_MONITOR_ALARM``: an ``on_failure_callback`` (see ``on_failure`` below) can route it to an alert.
+fails at once without its retries; exit 1 (a runtime failure: lost executors, a full disk) keeps the
+retries. An alarm raises ``SimhashMonitorAlarm`` and its message starts with ``SIMHASH_MONITOR_ALARM``:
+``on_failure`` (``simhash_spark.airflow``) is where to route it to an alert. The operators live in the
+package (``simhash_spark.airflow``): the Airflow environment needs simhash_spark installed (without
+PySpark: ``pip install --no-deps simhash_spark-*.whl``, plus pyarrow for inputs on HDFS or object stores).
 
 Settings are read when a task runs, never while the file is parsed: the templated fields use the Airflow
 Variables SIMHASH_INPUT_ROOT, SIMHASH_OUTPUT_ROOT, SIMHASH_INDEX (required), SIMHASH_JOBS (folder with
-``dedup.py`` and ``index_compact.py``; default: the repository's ``jobs/`` next to this file) and
-SIMHASH_CONFIG (a TOML file or a preset's name; default: ``default``). A Variable that is not set
-falls back to the environment variable of the same name (read from the parsing process's environment,
-no database access). SIMHASH_SPARK_CONN (default ``spark_default``) and SIMHASH_SPARK_CONF (a JSON object
-of Spark properties) are read from the environment only: they shape the operator itself.
+``dedup.py`` and ``index_compact.py``; default: the repository's ``jobs/`` next to this file),
+SIMHASH_CONFIG (a TOML file or a preset's name; default: ``default``) and SIMHASH_INPUT_MARKER (a file the
+input partition must hold before the day runs, e.g. ``_SUCCESS``; default: none, the folder suffices). A
+Variable that is not set falls back to the environment variable of the same name (read from the parsing
+process's environment, no database access). What shapes the DAG itself is read from the environment only:
+SIMHASH_SPARK_CONN (default ``spark_default``), SIMHASH_SPARK_CONF (a JSON object of Spark properties),
+SIMHASH_START_DATE (the first day, YYYY-MM-DD; default 2026-11-01), SIMHASH_TASK_TIMEOUT_HOURS (a Spark
+task's ``execution_timeout``, default 6) and SIMHASH_INPUT_TIMEOUT_HOURS (how long a day's input is waited
+for, default 24).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from simhash_spark.airflow import SimhashInputSensor, SimhashSparkSubmitOperator, on_failure
 
 try:  # Airflow 3
     from airflow.sdk import DAG
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2
     from airflow import DAG  # type: ignore[no-redef]
-    from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
-
-log = logging.getLogger(__name__)
-
-# What the job's exit codes mean (docs/deploy.md); 1 is a runtime failure worth retrying.
-NO_RETRY = {
-    2: "bad input or configuration (the message above names the file, column or key)",
-    3: "monitor alarm: the day's dedup rate left its band; nothing was published",
-}
-
-
-class SimhashMonitorAlarm(AirflowFailException):
-    """Exit 3: the run stopped before publishing because the dedup rate jumped."""
-
-
-def exit_code(error: BaseException) -> int | None:
-    """spark-submit's exit code from the Spark provider's error message (client mode; on Kubernetes the
-    driver's code, which the provider reports separately)."""
-    text = str(error)
-    found = re.search(r"Kubernetes spark exit code is: (-?\d+)", text) or re.search(
-        r"Error code is: (-?\d+)", text
-    )
-    return int(found.group(1)) if found else None
-
-
-class SimhashSparkSubmitOperator(SparkSubmitOperator):
-    """``SparkSubmitOperator`` that fails without retries on the job's deterministic exit codes, and before
-    submitting when a required setting rendered empty (``required``: setting name → its template)."""
-
-    template_fields = (*SparkSubmitOperator.template_fields, "required")
-
-    def __init__(self, *, required: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.required = dict(required or {})
-
-    def execute(self, context: Any) -> Any:
-        unset = sorted(name for name, value in self.required.items() if not str(value).strip())
-        if unset:
-            raise AirflowFailException(
-                f"simhash_spark: {', '.join(unset)} not set: set the Airflow Variable (or the environment "
-                "variable of that name where the DAG is parsed); nothing was submitted"
-            )
-        try:
-            return super().execute(context)
-        except AirflowException as e:
-            code = exit_code(e)
-            if code == 3:
-                raise SimhashMonitorAlarm(f"SIMHASH_MONITOR_ALARM exit 3: {NO_RETRY[3]}") from e
-            if code in NO_RETRY:
-                raise AirflowFailException(f"simhash_spark exit {code}: {NO_RETRY[code]}") from e
-            raise
-
-
-def on_failure(context: Any) -> None:
-    """Where to hook your alerting: an alarm is told apart from other failures by its exception type."""
-    error = context.get("exception")
-    if isinstance(error, SimhashMonitorAlarm):
-        log.error("SIMHASH_MONITOR_ALARM %s", context.get("ds"))  # e.g. page the on-call here
-    else:
-        log.error("simhash_spark task failed: %s", error)
 
 
 def var(name: str, default: str = "") -> str:
@@ -116,18 +65,38 @@ INDEX = var("SIMHASH_INDEX")
 CONFIG = var("SIMHASH_CONFIG", "default")
 SPARK_CONF = json.loads(os.environ.get("SIMHASH_SPARK_CONF", "{}"))
 CONN = os.environ.get("SIMHASH_SPARK_CONN", "spark_default")
+MARKER = var("SIMHASH_INPUT_MARKER")
+START = datetime.fromisoformat(os.environ.get("SIMHASH_START_DATE", "2026-11-01"))
+TASK_TIMEOUT = timedelta(hours=float(os.environ.get("SIMHASH_TASK_TIMEOUT_HOURS", "6")))
+INPUT_TIMEOUT = timedelta(hours=float(os.environ.get("SIMHASH_INPUT_TIMEOUT_HOURS", "24")))
 DAY = "{{ ds }}"
 
 with DAG(
     dag_id="simhash_dedup_daily",
     description="near-duplicate detection of each day's documents against everything seen before",
     schedule="@daily",
-    start_date=datetime(2026, 11, 1),
-    catchup=False,
+    start_date=START,
+    catchup=True,  # a day missed while paused runs when the DAG resumes, in order
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=10), "on_failure_callback": on_failure},
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(minutes=10),
+        "depends_on_past": True,
+        "execution_timeout": TASK_TIMEOUT,
+        "on_failure_callback": on_failure,
+    },
     tags=["simhash_spark", "dedup"],
 ) as dag:
+    wait = SimhashInputSensor(
+        task_id="wait_for_input",
+        path=INPUT_ROOT + f"/dt={DAY}",
+        marker=MARKER,
+        required={"SIMHASH_INPUT_ROOT": INPUT_ROOT},
+        poke_interval=300,
+        timeout=INPUT_TIMEOUT.total_seconds(),
+        execution_timeout=None,  # bounded by its own timeout
+        retries=0,
+    )
     dedup = SimhashSparkSubmitOperator(
         task_id="dedup",
         conn_id=CONN,
@@ -149,6 +118,7 @@ with DAG(
             "--run-date",
             DAY,
             "--overwrite",
+            "--allow-empty-input",
             "--config",
             CONFIG,
         ],
@@ -163,4 +133,4 @@ with DAG(
         # merges once at least 7 older snapshots piled up; the last 7 days stay rerunnable
         application_args=[INDEX, "--keep-recent", "7", "--min-snapshots", "7", "--config", CONFIG],
     )
-    dedup >> compact
+    wait >> dedup >> compact

@@ -132,6 +132,12 @@ def _add_dedup(sub: Any) -> None:
         "year would enter the index and move retention cutoffs)",
     )
     d.add_argument(
+        "--allow-empty-input",
+        action="store_true",
+        help="an input without rows, or an existing folder without data files (a day without a crawl), is "
+        "no error: empty outputs, nothing indexed, the run recorded in the index (input.allow_empty = true)",
+    )
+    d.add_argument(
         "--rebuild-index",
         action="store_true",
         help="with --index: if the index was built with another fingerprint model or k, refingerprint its "
@@ -292,6 +298,8 @@ def _run_dedup(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.overwrite:
         overrides.append("output.overwrite=true")
+    if args.allow_empty_input:
+        overrides.append("input.allow_empty=true")
     cfg = load_config(args.config, overrides)
     run_date = None
     dated_tables = bool(args.output_table_prefix) and cfg.output.table_layout == "partitioned"

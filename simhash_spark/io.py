@@ -28,23 +28,30 @@ _SHOW = 5
 
 def read_input(spark: SparkSession, *, path: str | None = None, table: str | None = None) -> DataFrame:
     """The input's rows (``open_input``)."""
-    return open_input(spark, path=path, table=table)[0]
+    raw = open_input(spark, path=path, table=table)[0]
+    assert raw is not None
+    return raw
 
 
 def open_input(
-    spark: SparkSession, *, path: str | None = None, table: str | None = None
-) -> tuple[DataFrame, list[str]]:
+    spark: SparkSession, *, path: str | None = None, table: str | None = None, allow_empty: bool = False
+) -> tuple[DataFrame | None, list[str]]:
     """(the rows of a Parquet file, directory or glob, or of a catalog table; the data files Spark skips as
     hidden). A directory is read whole: every Parquet file under it (Hive partition folders become
     columns), the schemas of all files merged; a file Spark would skip (in a subfolder that is not a
     partition folder) is an error naming it. Files whose name or folder starts with ``_`` or ``.`` are
     hidden to Spark: those that look like data (``*.parquet``) are returned and logged, never dropped
-    without a word."""
+    without a word. ``allow_empty``: an existing folder without a data file (a day without a crawl) is no
+    error: no rows (None), and the caller makes the empty input (``empty_input``)."""
     try:
         if table:
             return spark.read.table(table), []
         assert path is not None
         files = _listing(spark, path)
+        if allow_empty and files is not None and not [f for f in files if not _hidden(f)]:
+            if FileSystem(spark, path).is_dir(path):
+                log.warning("input %s: a folder without data files, taken as an empty input", path)
+                return None, [f for f in files if f.lower().endswith(".parquet")]
         # merging schemas reads every file's footer; a single file has a single schema
         merge = files is None or sum(1 for f in files if not _hidden(f)) > 1
         df = spark.read.option("mergeSchema", str(merge).lower()).parquet(path)
@@ -104,6 +111,20 @@ def _comparable(uri: str) -> str:
     parsed = urlparse(uri)
     p = unquote(parsed.path)
     return os.path.realpath(p) if parsed.scheme in ("", "file") else f"{parsed.scheme}://{parsed.netloc}{p}"
+
+
+def empty_input(spark: SparkSession, cfg: Config, *, id_type: str) -> DataFrame:
+    """No rows, with the columns the configuration reads: the id (``id_type``, or string), the text and
+    title columns, and the pass-through and representative columns, whose types no file gives (strings)."""
+    ic = cfg.input
+    columns = {ic.id_column: id_type or "string"}
+    for col in [*ic.text_columns, *filter(None, [ic.title_column]), *ic.passthrough_columns]:
+        columns.setdefault(col, "string")
+    policy_col = policy_column(cfg.cluster.representative)
+    if policy_col:
+        columns.setdefault(policy_col, "string")
+    schema = ", ".join("`" + c.replace("`", "``") + f"` {t}" for c, t in columns.items())
+    return spark.createDataFrame([], schema)
 
 
 def _show(values: Iterable[Any]) -> str:

@@ -27,7 +27,7 @@ from simhash_spark.index_pass import (
     n_linked,
     texts_of,
 )
-from simhash_spark.io import check_locations, open_input, write_all
+from simhash_spark.io import check_locations, empty_input, open_input, write_all
 from simhash_spark.linking import LinkParams, link
 from simhash_spark.progress import Progress, SparkProbe
 from simhash_spark.publish import Publisher
@@ -267,7 +267,11 @@ def run(
             assert run_date is not None
             index = IndexSession.open(spark, cfg, path=index_path, run_date=run_date, rebuild=rebuild_index)
             cfg = index.resolved(cfg)
-        raw, skipped = open_input(spark, path=input_path, table=input_table)
+        raw, skipped = open_input(
+            spark, path=input_path, table=input_table, allow_empty=cfg.input.allow_empty
+        )
+        if raw is None:  # an existing folder without a data file, accepted as an empty day
+            raw = empty_input(spark, cfg, id_type=index.base.id_type if index is not None else "")
         ctx = RunContext(Progress(SparkProbe(spark), show=show_progress))
         summ = _compute_and_publish(
             spark,
@@ -325,7 +329,9 @@ def _compute_and_publish(
             tables.prepare(spark, {name: publisher.path(name) for name in tables.names})
         if index is not None:
             assert result.totals is not None
-            result.stats["monitor"] = index.monitor(result.totals.dedup_rate, cfg.monitor)
+            result.stats["monitor"] = index.monitor(
+                result.totals.dedup_rate, cfg.monitor, input_rows=result.totals.input_rows
+            )
             index.raise_if_alarming(result.stats["monitor"])
         report = None
         if cfg.output.write_report:

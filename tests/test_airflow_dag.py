@@ -1,6 +1,7 @@
 """The daily Airflow DAG, in a real Airflow installation (``./dev test-airflow`` creates one in
-``.venv-airflow``; elsewhere these tests skip). The integration test runs the DAG once with
-``airflow dags test`` against Spark local mode, then the dedup task again as a retry would."""
+``.venv-airflow``; elsewhere these tests skip). The integration test runs the DAG with ``airflow dags test``
+against Spark local mode for three days, the second without a crawl, then the dedup task again as a retry
+would."""
 
 import json
 import os
@@ -17,6 +18,7 @@ airflow = pytest.importorskip(
 ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "dags"
 DAY = "2026-11-29"
+DAYS = ["2026-11-27", "2026-11-28", "2026-11-29"]
 
 
 def test_dag_loads_without_import_errors():
@@ -31,11 +33,20 @@ def test_dag_loads_without_import_errors():
         bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     dag = bag.dags["simhash_dedup_daily"]
-    assert [t.task_id for t in dag.topological_sort()] == ["dedup", "compact_index"]
+    assert [t.task_id for t in dag.topological_sort()] == ["wait_for_input", "dedup", "compact_index"]
     dedup = dag.get_task("dedup")
-    assert type(dedup).__name__ == "SimhashSparkSubmitOperator"
+    from simhash_spark.airflow import SimhashInputSensor, SimhashSparkSubmitOperator
+
+    assert isinstance(dedup, SimhashSparkSubmitOperator)  # the package's operator, not the DAG file's
     assert "--run-date" in dedup.application_args and "{{ ds }}" in dedup.application_args
+    assert "--allow-empty-input" in dedup.application_args
     assert dag.max_active_runs == 1 and dedup.retries == 2
+    # every day runs, in order: catch up on paused days, a day after the one before it succeeded
+    assert dag.catchup is True
+    assert all(t.depends_on_past for t in dag.tasks)
+    assert dedup.execution_timeout is not None and dag.get_task("compact_index").execution_timeout is not None
+    wait = dag.get_task("wait_for_input")
+    assert isinstance(wait, SimhashInputSensor) and wait.mode == "reschedule" and wait.timeout > 0
     # settings are templates read when the task runs, not Variable lookups while the file is parsed
     assert "{{ var.value.get('SIMHASH_INPUT_ROOT'" in dedup.application_args[1]
     assert "Variable.get" not in (DAGS / "simhash_dedup_daily.py").read_text()
@@ -69,7 +80,7 @@ def _final_state(log: str) -> str | None:
     """The task instance's state after the run, from Airflow 3's or Airflow 2's log line."""
     import re
 
-    found = re.findall(r"new_state=(\w+)|Marking task as (\w+)", log)
+    found = re.findall(r"new_state=(\w+)|[Mm]arking task as (\w+)", log)
     return (found[-1][0] or found[-1][1]).lower() if found else None
 
 
@@ -115,6 +126,18 @@ def test_an_unset_index_setting_fails_the_task_naming_it_before_submitting(fake_
     assert _final_state(log) == "failed"
 
 
+def test_a_missing_partition_is_waited_for_not_failed(fake_submit, tmp_path):
+    env, airflow_bin = fake_submit
+    env = {**env, "SIMHASH_INPUT_ROOT": str(tmp_path / "corpus")}
+    proc = _run([airflow_bin, "tasks", "test", "simhash_dedup_daily", "wait_for_input", DAY], env)
+    log = proc.stdout + proc.stderr
+    assert f"dt={DAY} is not there yet" in log
+    assert _final_state(log) == "up_for_reschedule"
+    (tmp_path / "corpus" / f"dt={DAY}").mkdir(parents=True)  # arrived, empty: the job's to accept
+    proc = _run([airflow_bin, "tasks", "test", "simhash_dedup_daily", "wait_for_input", DAY], env)
+    assert _final_state(proc.stdout + proc.stderr) == "success"
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """An Airflow home with its database, a Spark connection to local[2], and a corpus partition."""
@@ -137,15 +160,19 @@ def deployment(tmp_path_factory):
         # spark-submit comes with the project's pyspark
         "PATH": f"{Path(project_python).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    part = tmp / "corpus" / f"dt={DAY}"
-    part.mkdir(parents=True)
+    # three days: the first and the third with documents (the third reprints the first's), the second
+    # without a crawl (its folder, no file)
+    for day in DAYS:
+        (tmp / "corpus" / f"dt={day}").mkdir(parents=True)
     subprocess.run(
         [
             project_python,
             "-c",
-            "import sys; from pathlib import Path; from simhash_spark.demo.corpus import write_corpus; "
-            "write_corpus(Path(sys.argv[1]), n_docs=120, seed=4)",
-            str(part / "part-0.parquet"),
+            "import sys; from pathlib import Path; import pyarrow.parquet as pq; "
+            "from simhash_spark.demo.corpus import generate; t = generate(240, seed=4); "
+            "pq.write_table(t.slice(0, 120), sys.argv[1]); pq.write_table(t.slice(120), sys.argv[2])",
+            str(tmp / "corpus" / f"dt={DAYS[0]}" / "part-0.parquet"),
+            str(tmp / "corpus" / f"dt={DAYS[2]}" / "part-0.parquet"),
         ],
         check=True,
     )
@@ -166,20 +193,28 @@ def _manifest(index: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_the_dag_runs_the_job_and_a_retry_adds_nothing_twice(deployment):
+def test_three_days_run_in_order_an_empty_one_included_and_a_retry_adds_nothing_twice(deployment):
     tmp, env, airflow_bin = deployment
-    proc = _run([airflow_bin, "dags", "test", "simhash_dedup_daily", DAY], env)
-    assert proc.returncode == 0
-    out = tmp / "dedup" / f"dt={DAY}"
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["index"]["run_date"] == DAY and summary["index"]["created"] is True
-    assert summary["index"]["appended"] == summary["fingerprinted"] > 100
-    first = _manifest(tmp / "index")
-    assert [r["run_date"] for r in first["runs"]] == [DAY]
-    # a retry of the dedup task: same day, same index content, output replaced
-    proc = _run([airflow_bin, "tasks", "test", "simhash_dedup_daily", "dedup", DAY], env)
+    for day in DAYS:
+        proc = _run([airflow_bin, "dags", "test", "simhash_dedup_daily", day], env)
+        assert proc.returncode == 0, day
+    summaries = [json.loads((tmp / "dedup" / f"dt={d}" / "summary.json").read_text()) for d in DAYS]
+    first, empty, third = summaries
+    assert first["index"]["created"] is True and first["index"]["appended"] == first["fingerprinted"] > 100
+    assert empty["input_rows"] == 0 and empty["index"]["appended"] == 0
+    assert empty["monitor"]["checked"] is False
+    assert third["index"]["batch_documents_matched"] > 0  # the third day's reprints of the first day's
+    m = _manifest(tmp / "index")
+    assert [r["run_date"] for r in m["runs"]] == DAYS
+    assert [r["input_rows"] for r in m["runs"]][1] == 0
+    # the empty day's outputs exist, empty, with the job's columns
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assert (tmp / "dedup" / f"dt={DAYS[1]}" / name).is_dir()
+    # a retry of the third day's dedup task: same index content, output replaced
+    proc = _run([airflow_bin, "tasks", "test", "simhash_dedup_daily", "dedup", DAYS[2]], env)
     assert proc.returncode == 0
     again = _manifest(tmp / "index")
-    assert again["version"] == first["version"] + 1
-    assert [s["docs_rows"] for s in again["snapshots"]] == [s["docs_rows"] for s in first["snapshots"]]
-    assert json.loads((out / "summary.json").read_text())["duplicates"] == summary["duplicates"]
+    assert again["version"] == m["version"] + 1
+    assert [s["docs_rows"] for s in again["snapshots"]] == [s["docs_rows"] for s in m["snapshots"]]
+    out = tmp / "dedup" / f"dt={DAYS[2]}"
+    assert json.loads((out / "summary.json").read_text())["duplicates"] == third["duplicates"]

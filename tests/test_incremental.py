@@ -933,3 +933,37 @@ def test_the_plans_of_incremental_runs_linked_by_spark_fit_the_bound_whole(spark
     finally:
         spark.conf.unset(PLAN_STRING_LIMIT)
     assert json.loads((tmp_path / "out2" / "summary.json").read_text())["bands"]["join"] == "shuffled"
+
+
+def test_an_empty_day_is_recorded_with_allow_empty_input_and_a_missing_one_is_not(tmp_path, capsys):
+    """A day without a crawl (its folder holds no data file): exit 2 by default; with
+    --allow-empty-input, exit 0, empty outputs, nothing indexed, the run recorded, no monitor check, and
+    the next day's monitor leaves it out of the history. A day whose folder does not exist is no empty
+    day: exit 2 whatever the flag."""
+    table = generate(60, seed=3)
+    day1, day3 = tmp_path / "d1", tmp_path / "d3"
+    for folder, part in ((day1, table.slice(0, 30)), (day3, table.slice(30))):
+        folder.mkdir()
+        pq.write_table(part, folder / "part-0.parquet")
+    empty = tmp_path / "d2"
+    empty.mkdir()
+    (empty / "_SUCCESS").write_text("")
+    index = tmp_path / "index"
+    assert incremental(day1, tmp_path / "o1", index, DATES[0]) == 0
+    capsys.readouterr()
+    assert incremental(empty, tmp_path / "o2", index, DATES[1]) == 2
+    assert "cannot read input" in capsys.readouterr().err
+    assert incremental(tmp_path / "missing", tmp_path / "o2", index, DATES[1], "--allow-empty-input") == 2
+    assert len(manifest(index)["runs"]) == 1
+    assert incremental(empty, tmp_path / "o2", index, DATES[1], "--allow-empty-input") == 0
+    s = json.loads((tmp_path / "o2" / "summary.json").read_text())
+    assert s["input_rows"] == 0 and s["index"]["appended"] == 0 and s["monitor"]["checked"] is False
+    for name in ("documents", "pairs", "clusters", "deduplicated"):
+        assert pq.read_table(tmp_path / "o2" / name).num_rows == 0
+    assert pq.read_table(tmp_path / "o2" / "documents").schema.field("id").type == pa.string()
+    m = manifest(index)
+    assert [(r["run_date"], r["input_rows"]) for r in m["runs"]][1] == (DATES[1], 0)
+    monitored = ["--set", "monitor.min_runs=1", "--set", "monitor.max_factor=100"]
+    assert incremental(day3, tmp_path / "o3", index, DATES[2], *monitored) == 0
+    s3 = json.loads((tmp_path / "o3" / "summary.json").read_text())
+    assert s3["monitor"]["checked"] and s3["monitor"]["runs_considered"] == 1  # the empty day has no rate

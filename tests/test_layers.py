@@ -46,7 +46,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     # the package itself names its public API lazily (pipeline, session, config): importing it is the top
-    ("cli", ("simhash_spark.cli", "simhash_spark.__main__", "simhash_spark.demo.", "simhash_spark")),
+    # the Airflow operators: imported by DAG files only, beside the command line they submit
+    (
+        "cli",
+        (
+            "simhash_spark.cli",
+            "simhash_spark.__main__",
+            "simhash_spark.demo.",
+            "simhash_spark.airflow",
+            "simhash_spark",
+        ),
+    ),
 ]
 
 

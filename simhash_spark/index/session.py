@@ -484,9 +484,12 @@ class IndexSession:
 
     # --- monitoring and committing ------------------------------------------------------------------
 
-    def monitor(self, rate: float, opts: MonitorOptions) -> dict[str, Any]:
-        """The dedup rate against the recent runs recorded in the index (earlier run dates only)."""
-        history = [r.dedup_rate for r in self.base.runs if r.run_date < self.run_date]
+    def monitor(self, rate: float, opts: MonitorOptions, *, input_rows: int) -> dict[str, Any]:
+        """The dedup rate against the recent runs recorded in the index (earlier run dates with documents
+        only: an empty day has no rate). An empty day is not checked."""
+        history = [r.dedup_rate for r in self.base.runs if r.run_date < self.run_date and r.input_rows]
+        if not input_rows:
+            return {"dedup_rate": rate, "ok": True, "checked": False, "reason": "empty input"}
         return rate_check(rate, history, opts)
 
     def raise_if_alarming(self, result: dict[str, Any]) -> None:
