@@ -75,12 +75,14 @@ def light_edit(rng: random.Random, text: str, pool: list[str]) -> str:
 def make_inputs(corpus: Path, work: Path, batch: int, seed: int) -> tuple[Path, Path, dict[str, str]]:
     """(the small index's input, the batch, edit id → original id)."""
     rng = random.Random(seed)
-    table = pq.read_table(corpus, columns=["id", "text"])
-    n = table.num_rows
-    picked = sorted(rng.sample(range(n), batch))
-    small = table.take(pa.array(picked))
-    pq.write_table(small, work / "small_input.parquet")
-    originals = small.slice(0, batch // 2).to_pylist()
+    n = pq.ParquetFile(corpus).metadata.num_rows
+    picked = set(rng.sample(range(n), batch))
+    rows, start = [], 0
+    for part in pq.ParquetFile(corpus).iter_batches(batch_size=50_000, columns=["id", "text"]):
+        rows += [r for i, r in enumerate(part.to_pylist(), start) if i in picked]
+        start += part.num_rows
+    pq.write_table(pa.Table.from_pylist(rows), work / "small_input.parquet")
+    originals = rows[: batch // 2]
     pool = sentences(DEFAULT_CORPORA, limit=50_000)
     edits = [(f"edit-{r['id']}", light_edit(rng, r["text"], pool)) for r in originals]
     fresh = [(f"new-{i:06d}", base_document(rng, pool)) for i in range(batch - len(edits))]

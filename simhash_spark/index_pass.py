@@ -43,7 +43,10 @@ def index_lookup(
     with ctx.stage("index_lookup"):
         if index.rebuilt_from is not None:
             index.rebuild(cfg)
-        looked = index.lookup(fps, cfg.policy.largest, ctx, held, summaries=fp_pass.summaries)
+        documents = sum(status_counts[s] for s in FINGERPRINTED)
+        looked = index.lookup(
+            fps, cfg.policy.largest, ctx, held, summaries=fp_pass.summaries, documents=documents
+        )
         if looked.fps is not fps:
             fps = ctx.persist(looked.fps)
             if looked.local is not None and at_hand is not None:

@@ -25,41 +25,43 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def _segment_hits(stored: np.ndarray, queries: np.ndarray, radius: int, k: int) -> set[tuple[int, int]]:
-    rows = K.key_rows(np.arange(len(stored)), stored, None)
+def _segment_hits(
+    stored: np.ndarray, queries: np.ndarray, plan: K.SegmentPlan, k: int
+) -> set[tuple[int, int]]:
+    rows = {r.table: r for r in K.key_rows(np.arange(len(stored)), stored, None)}
     hits: set[tuple[int, int]] = set()
-    for table_rows, probes in zip(rows[1:], K.segment_probes(queries, radius), strict=True):
-        q, f = K.touched(table_rows, probes, queries, k)
+    for probes in K.segment_probes(queries, plan):
+        q, f = K.touched(rows[probes.table], probes, queries, k)
         hits |= set(zip(q.tolist(), f.tolist(), strict=True))
     return hits
 
 
-@pytest.mark.parametrize("k", [0, 3, 6, 7, 11, 12, 15])
-def test_segment_probes_meet_every_fingerprint_within_k_at_the_exact_radius(k):
-    rng = random.Random(k)
-    stored = np.array([_signed(rng.getrandbits(64)) for _ in range(400)], dtype=np.int64)
-    queries = np.array([_flip(int(stored[i]) & ((1 << 64) - 1), rng.randint(0, 16), rng) for i in range(300)])
-    radius = K.radius_for(k)
-    assert K.exact_to(radius) >= k and (radius == 0 or K.exact_to(radius - 1) < k)
+@pytest.mark.parametrize("plan", [p for p in K.PLANS if p.probes_per_document() <= 3000], ids=str)
+def test_segment_probes_meet_every_fingerprint_within_the_distance_the_plan_states(plan):
+    rng = random.Random(plan.width * 10 + plan.radius)
+    stored = np.array([_signed(rng.getrandbits(64)) for _ in range(300)], dtype=np.int64)
+    queries = np.array(
+        [_flip(int(stored[i]) & ((1 << 64) - 1), rng.randint(0, 16), rng) for i in range(150)], dtype=np.int64
+    )
+    k = plan.exact_to()
     d = popcount(queries[:, None] ^ stored[None, :])
     want = {(int(i), int(stored[j])) for i, j in zip(*np.nonzero(d <= k), strict=True)}
-    assert _segment_hits(stored, queries, radius, k) == want
+    assert _segment_hits(stored, queries, plan, k) == want and len(want) >= 10
 
 
-def test_below_the_exact_radius_the_share_met_is_the_stated_recall():
+@pytest.mark.parametrize("plan", [K.SegmentPlan(16, r) for r in (0, 1, 2)] + [K.SegmentPlan(32, 1)], ids=str)
+def test_beyond_the_exact_distance_the_share_met_is_the_stated_recall(plan):
     rng = random.Random(5)
-    n, d = 3000, 12
+    n, d = 2000, 12
     stored = np.array([_signed(rng.getrandbits(64)) for _ in range(n)], dtype=np.int64)
     queries = np.array([_flip(int(s) & ((1 << 64) - 1), d, rng) for s in stored], dtype=np.int64)
-    for radius in (0, 1, 2):
-        hits = _segment_hits(stored, queries, radius, d)
-        met = sum((i, int(stored[i])) in hits for i in range(n)) / n
-        expected = K.segment_recall(d, radius)
-        assert abs(met - expected) < 4 * (expected * (1 - expected) / n) ** 0.5 + 1e-9, (
-            radius,
-            met,
-            expected,
-        )
+    hits = _segment_hits(stored, queries, plan, d)
+    met = sum((i, int(stored[i])) in hits for i in range(n)) / n
+    expected = plan.recall(d)
+    assert 0 < expected < 1 and abs(met - expected) < 4 * (expected * (1 - expected) / n) ** 0.5, (
+        met,
+        expected,
+    )
 
 
 def test_rotation_round_trips_and_leads_with_the_segment():
@@ -124,11 +126,20 @@ def test_row_groups_and_merged_ranges_never_lose_a_probe(groups, ranges, most):
         assert any(m_lo <= a and b <= m_hi for m_lo, m_hi in merged)
 
 
-def test_the_radius_is_exact_on_a_small_index_and_shrinks_with_its_size():
-    assert K.probe_radius(12, 20_000, 2048) == 3
-    assert K.probe_radius(12, 10**6, 2048) == 1
-    assert K.probe_radius(12, 10**8, 2048) == 0
-    assert K.probe_radius(12, 10**8, 0) == 3  # 0: always exact
-    assert K.probe_radius(3, 10**8, 2048) == 0  # 0 is exact for k = 3
-    assert K.segment_recall(12, 2) == pytest.approx(0.9701, abs=1e-4)
-    assert K.segment_recall(11, 2) == 1.0
+def test_the_plan_is_exact_on_a_small_index_and_stays_within_its_bounds_on_a_large_one():
+    small = K.plan_segments(12, 20_000, 2000, 2048)
+    assert small == K.SegmentPlan(16, 3) and small.exact_to() >= 12
+    for entries in (10**6, 10**7, 10**8, 10**9):
+        for documents in (20, 2000, 50_000, 10**6):
+            plan = K.plan_segments(12, entries, documents, 2048)
+            random_rows = plan.probes_per_document() * entries / 2**plan.width
+            assert random_rows <= 2048, (entries, documents, plan)
+            read = K.rows_read(plan, entries, documents)
+            assert read <= max(K.MIN_READ_BOUND, documents * K.READ_ROWS_PER_MET_ROW * 2048), (entries, plan)
+            assert plan.probes_per_document() * documents <= K.MAX_BATCH_PROBES, (entries, documents, plan)
+    # a large index is read through wider windows: identical and near-identical fingerprints still met
+    assert K.plan_segments(12, 10**8, 2000, 2048).exact_to() >= 3
+    assert K.plan_segments(12, 10**8, 2000, 0).exact_to() >= 12  # 0: no bound on what is read
+    assert K.plan_segments(3, 10**6, 2000, 2048) == K.SegmentPlan(16, 0)  # exact for k = 3 with 4 probes
+    assert K.window_recall(12, 16, 2) == pytest.approx(0.9701, abs=1e-4)
+    assert K.window_recall(11, 16, 2) == 1.0 and K.window_recall(5, 32, 2) == 1.0

@@ -143,11 +143,13 @@ def test_the_driver_lookup_finds_what_the_spark_lookup_finds(spark, tmp_path, id
     session = IndexSession.open(spark, cfg, path=path, run_date=RUN, rebuild=False)
     try:
         ctx = RunContext()
-        on_spark = session.lookup(fps, K, ctx, summaries=summaries)
+        documents = int((batch[C.STATUS] == "ok").sum())
+        on_spark = session.lookup(fps, K, ctx, summaries=summaries, documents=documents)
         keyed = batch[batch[C.STATUS] == "ok"]
         if not sketched:
             keyed = keyed.drop(columns=[C.CHECK_SUMMARY])
-        on_driver = session.lookup(fps, K, ctx, HeldBatch(batch[C.ID].tolist(), keyed))
+        held = HeldBatch(batch[C.ID].tolist(), keyed)
+        on_driver = session.lookup(fps, K, ctx, held, documents=documents)
     finally:
         session.abort()
     assert on_spark.stats["looked_up_on"] == "spark" and on_driver.stats["looked_up_on"] == "driver"

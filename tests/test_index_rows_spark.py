@@ -65,27 +65,33 @@ def test_key_rows_equal_the_pure_key_rows(spark, stored_and_batch, sketch_bands)
     assert got == want and len(want) >= 5 * len(stored)
 
 
-@pytest.mark.parametrize(("radius", "sketch_bands"), [(0, False), (2, True), (3, True)])
-def test_the_fingerprints_the_probes_touch_equal_the_pure_probes(
-    spark, stored_and_batch, radius, sketch_bands
-):
+@pytest.mark.parametrize(
+    ("plan", "sketch_bands"),
+    [
+        (K.SegmentPlan(16, 0), False),
+        (K.SegmentPlan(16, 2), True),
+        (K.SegmentPlan(32, 2), True),
+        (K.SegmentPlan(64, 1), False),
+    ],
+    ids=str,
+)
+def test_the_fingerprints_the_probes_touch_equal_the_pure_probes(spark, stored_and_batch, plan, sketch_bands):
     stored, batch = stored_and_batch
     k = 12
     rows = key_rows(_frame(spark, stored), sketch_bands=sketch_bands).where(f"{C.KEY_TABLE} != {K.ID_TABLE}")
-    probes = probe_rows(_frame(spark, batch), radius=radius, sketch_bands=sketch_bands)
-    got = {r[C.FINGERPRINT] for r in touched_fingerprints(probes, rows, max_distance=k).collect()}
+    probes = probe_rows(_frame(spark, batch), plan=plan, sketch_bands=sketch_bands)
+    got = {r[C.FINGERPRINT] for r in touched_fingerprints(probes, rows, max_distance=k, plan=plan).collect()}
     fps = np.array([f for _, f, _ in stored], dtype=np.int64)
     keys = stored_keys([s for _, _, s in stored]) if sketch_bands else None
     qfps = np.array([f for _, f, _ in batch], dtype=np.int64)
     qkeys = stored_keys([s for _, _, s in batch]) if sketch_bands else None
-    pure = K.segment_probes(qfps, radius) + (K.sketch_probes(qkeys) if qkeys is not None else [])
+    pure = K.segment_probes(qfps, plan) + (K.sketch_probes(qkeys) if qkeys is not None else [])
     stored_rows = {r.table: r for r in K.key_rows(np.zeros(len(fps), np.int64), fps, keys)}
     want: set[int] = set()
     for p in pure:
         want |= set(K.touched(stored_rows[p.table], p, qfps, k, qkeys)[1].tolist())
-    assert got == want and len(want) >= len(batch) // (4 if radius == 0 else 2)
-    if sketch_bands:
-        assert len(pure) == K.SEGMENTS + BANDS
+    assert got == want and len(want) >= 3
+    assert len(pure) == plan.windows + (BANDS if sketch_bands else 0)
 
 
 def test_id_matches_are_the_fingerprints_stored_under_the_ids_hash(spark, stored_and_batch):

@@ -6,10 +6,14 @@ An entry is stored once (``entries/``, sorted by fingerprint). What finds it is 
 
 - table 0, **ids**: Spark's ``xxhash64`` of the id — is a batch id indexed already?
 - tables 1–4, the fingerprint's **four 16-bit segments** (the original article's): the key is the
-  fingerprint rotated so that segment s leads. Two fingerprints within d bits differ in at most ⌊d/4⌋
-  bits of some segment (pigeonhole), so a document probes, in each segment table, its own segment with
-  up to ρ of its 16 bits flipped; each probe is the range of keys whose leading 16 bits are the probed
-  value. Every fingerprint within 4ρ + 3 bits is met; beyond that, a share ``segment_recall`` gives.
+  fingerprint rotated so that segment s leads. A lookup reads them through windows of its plan
+  (``SegmentPlan``): four windows of 16 bits (tables 1–4), two of 32 (tables 1 and 3, whose keys lead
+  with segments 0–1 and 2–3) or one of 64 (table 1: the fingerprint itself). Two fingerprints within d
+  bits differ in at most ⌊d/w⌋ bits of one of w windows (pigeonhole), so a document probes each window
+  with its own bits and every value up to ρ bits from them; a probe is the range of keys whose leading
+  bits are the probed value. Every fingerprint within w(ρ + 1) − 1 bits is met; beyond, the share
+  ``window_recall`` gives. Wider windows meet fewer unrelated entries per probe (entries / 2^width), so
+  a large index is read through them.
 - tables 5–12, the **sketch bands** (an index with sketch bands): the key is a band's four bins as one
   uint32. A document probes the range of keys that share its first ``SKETCH_PREFIX_BINS`` bins: a stored
   key equal to its own shares the band (a candidate whatever the distance, as the one-shot run's sketch
@@ -17,14 +21,16 @@ An entry is stored once (``entries/``, sorted by fingerprint). What finds it is 
 
 The key rows are few (13 per entry at most, fewer where fingerprints or keys repeat) and sorted, so a
 lookup reads the row groups whose key range holds a probe — what the batch's documents can touch — not
-the history. ρ is decided per lookup (``probe_radius``) from the index's size: exact while the rows a
-document meets at random stay within a budget.
+the history. The plan is decided once per lookup (``plan_segments``) from the index's size and the
+batch's: exact while the rows a document meets at random, and the batch's probes, stay within bounds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 from math import comb
 from typing import Any
 
@@ -40,7 +46,14 @@ FIRST_SEGMENT_TABLE = 1
 FIRST_SKETCH_TABLE = FIRST_SEGMENT_TABLE + SEGMENTS
 SKETCH_PREFIX_BINS = 3
 SKETCH_PREFIX_SHIFT = 8 * (4 - SKETCH_PREFIX_BINS)  # the bits of a band key below its probed prefix
-MAX_RADIUS = 4  # 10,068 probes a document: exact to 19 bits
+# a batch's probes of the fingerprint tables, at most
+MAX_BATCH_PROBES = 10_000_000
+# what a lookup plan may read of the segment tables: this many rows per unrelated row its documents may
+# meet, or this many rows in all, whichever is more (a small batch reads a small index whole)
+READ_ROWS_PER_MET_ROW = 64
+MIN_READ_BOUND = 16_000_000
+GROUP_ROWS = 8192  # key rows per row group, as the index's files are written (about)
+_MEET_CHUNK = 1 << 18  # probes met at once (each meets up to a few thousand rows)
 
 
 def tables(sketch_bands: bool) -> list[int]:
@@ -54,13 +67,8 @@ def table_kind(table: int) -> str:
     return "segment" if table < FIRST_SKETCH_TABLE else "sketch"
 
 
-def prefix_shift(table: int) -> int:
-    """The bits of a key below the part a probe fixes: a probe meets the keys whose ``key >> shift`` is
-    its value (ids: the whole key)."""
-    kind = table_kind(table)
-    if kind == "id":
-        return 0
-    return 64 - SEGMENT_BITS if kind == "segment" else SKETCH_PREFIX_SHIFT
+def sketch_prefix(key: np.ndarray) -> np.ndarray:
+    return np.asarray(key, dtype=np.int64) >> SKETCH_PREFIX_SHIFT
 
 
 # --- keys --------------------------------------------------------------------------------------------
@@ -117,45 +125,131 @@ def key_rows(id_hashes: np.ndarray, fingerprints: np.ndarray, band_keys: np.ndar
 # --- probes ------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=8)
-def flip_masks(radius: int) -> np.ndarray:
-    """Every 16-bit mask of at most ``radius`` set bits (0 first), as uint64."""
-    masks = [m for m in range(1 << SEGMENT_BITS) if m.bit_count() <= radius]
-    return np.array(sorted(masks, key=lambda m: (m.bit_count(), m)), dtype=np.uint64)
+@lru_cache(maxsize=16)
+def flip_masks(width: int, radius: int) -> np.ndarray:
+    """Every ``width``-bit mask of at most ``radius`` set bits (0 first), as uint64."""
+    masks = [0]
+    for r in range(1, radius + 1):
+        masks += [sum(1 << b for b in bits) for bits in combinations(range(width), r)]
+    return np.array(masks, dtype=np.uint64)
 
 
-def probes_per_document(radius: int, sketch_bands: bool) -> int:
-    return 1 + SEGMENTS * len(flip_masks(radius)) + (BANDS if sketch_bands else 0)
+@dataclass(frozen=True)
+class SegmentPlan:
+    """How a lookup reads the segment tables: ``64 // width`` windows of ``width`` bits, each probed with
+    the document's own bits and every value up to ``radius`` bits from them."""
+
+    width: int = 16
+    radius: int = 0
+
+    @property
+    def windows(self) -> int:
+        return 64 // self.width
+
+    def tables(self) -> list[int]:
+        """The rotation tables whose keys lead with each window."""
+        step = self.width // SEGMENT_BITS
+        return [FIRST_SEGMENT_TABLE + w * step for w in range(self.windows)]
+
+    @property
+    def shift(self) -> int:
+        return 64 - self.width
+
+    def probes_per_document(self) -> int:
+        return self.windows * len(flip_masks(self.width, self.radius))
+
+    def exact_to(self) -> int:
+        """The largest distance every pair within which the probes meet."""
+        return self.windows * (self.radius + 1) - 1
+
+    def recall(self, distance: int) -> float:
+        return window_recall(distance, self.width, self.radius)
+
+    def describe(self, k: int) -> dict[str, Any]:
+        return {
+            "probe_width": self.width,
+            "probe_radius": self.radius,
+            "probes_per_document": self.probes_per_document(),
+            "exact_to_bits": self.exact_to(),
+            "fingerprint_recall_at_k": round(self.recall(k), 4),
+        }
+
+
+PLANS = tuple(
+    SegmentPlan(width, radius) for width, top in ((16, 4), (32, 3), (64, 2)) for radius in range(top + 1)
+)
+
+
+def rows_read(plan: SegmentPlan, entries: int, documents: int) -> float:
+    """About how many segment-table rows a lookup of ``documents`` reads: of each window's table (about
+    ``entries`` rows in groups of ``GROUP_ROWS``), the row groups some probe falls in."""
+    groups = max(1.0, entries / GROUP_ROWS)
+    probes = max(1, documents) * len(flip_masks(plan.width, plan.radius))
+    return plan.windows * entries * -math.expm1(-probes / groups)
+
+
+def plan_segments(k: int, entries: int, documents: int, rows_per_document: int) -> SegmentPlan:
+    """The segment probes of a lookup of ``documents`` in an index of ``entries``, among the plans that
+    stay within bounds — their probes meet at most ``rows_per_document`` unrelated entries per document
+    (``entries / 2^width`` a probe), read at most ``READ_ROWS_PER_MET_ROW`` times that many rows per
+    document or ``MIN_READ_BOUND`` rows (``rows_read``), and hold at most ``MAX_BATCH_PROBES`` probes;
+    ``rows_per_document`` 0: no bound but the last —: the cheapest that meets every pair within ``k``;
+    where none does, the one exact to the most bits (the near-identical pairs every run must find), then
+    with the best recall at ``k``."""
+    read_bound = max(MIN_READ_BOUND, max(1, documents) * READ_ROWS_PER_MET_ROW * rows_per_document)
+
+    def fits(p: SegmentPlan) -> bool:
+        if p.probes_per_document() * max(1, documents) > MAX_BATCH_PROBES:
+            return False
+        if rows_per_document <= 0:
+            return True
+        met = p.probes_per_document() * entries / (1 << p.width)
+        return met <= rows_per_document and rows_read(p, entries, documents) <= read_bound
+
+    allowed = [p for p in PLANS if fits(p)] or [SegmentPlan(64, 0)]
+    exact = [p for p in allowed if p.exact_to() >= k]
+    if exact:
+        return min(exact, key=lambda p: p.probes_per_document())
+    return max(allowed, key=lambda p: (p.exact_to(), round(p.recall(k), 6), -p.probes_per_document()))
 
 
 @dataclass(frozen=True)
 class Probes:
-    """One table's probes: the value ``key >> prefix_shift(table)`` must equal, and the document asking."""
+    """One table's probes: the value ``key >> shift`` must equal, and the document asking."""
 
     table: int
     value: np.ndarray  # int64
     query: np.ndarray  # int64: the document's position
+    shift: int = 0
 
     def ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """The key range [lo, hi] of each probe (signed, as keys are stored)."""
-        shift = prefix_shift(self.table)
-        if shift == 0:
+        if self.shift == 0:
             return self.value, self.value
-        lo = self.value << np.int64(shift)  # a signed shift keeps the sign: the range stays contiguous
-        return lo, lo + np.int64((1 << shift) - 1)
+        lo = self.value << np.int64(self.shift)  # a signed shift keeps the sign: the range stays contiguous
+        return lo, lo + np.int64((1 << self.shift) - 1)
 
 
-def segment_probes(fingerprints: np.ndarray, radius: int) -> list[Probes]:
+def _signed(values: np.ndarray, width: int) -> np.ndarray:
+    """``width``-bit values read as the arithmetic shift of a stored (signed) key reads them."""
+    v = values.astype(np.uint64)
+    if width == 64:
+        return v.view(np.int64)
+    top = np.uint64(1 << (width - 1))
+    out = v.astype(np.int64)
+    return np.where(v >= top, out - np.int64(1 << width), out)
+
+
+def segment_probes(fingerprints: np.ndarray, plan: SegmentPlan) -> list[Probes]:
     fps = np.asarray(fingerprints, dtype=np.int64)
-    masks = flip_masks(radius)
+    masks = flip_masks(plan.width, plan.radius)
     queries = np.repeat(np.arange(len(fps), dtype=np.int64), len(masks))
     out = []
-    for s in range(SEGMENTS):
-        lead = rotate(fps, s).view(np.uint64) >> np.uint64(64 - SEGMENT_BITS)
-        values = (np.repeat(lead, len(masks)) ^ np.tile(masks, len(fps))).astype(np.int64)
-        # as the stored key's arithmetic shift reads it: a leading 1 is negative
-        values = np.where(values >= 1 << (SEGMENT_BITS - 1), values - (1 << SEGMENT_BITS), values)
-        out.append(Probes(FIRST_SEGMENT_TABLE + s, values, queries))
+    for window, table in enumerate(plan.tables()):
+        rotated = rotate(fps, window * plan.width // SEGMENT_BITS).view(np.uint64)
+        lead = rotated >> np.uint64(plan.shift) if plan.shift else rotated
+        values = _signed(np.repeat(lead, len(masks)) ^ np.tile(masks, len(fps)), plan.width)
+        out.append(Probes(table, values, queries, plan.shift))
     return out
 
 
@@ -164,8 +258,8 @@ def sketch_probes(band_keys: np.ndarray) -> list[Probes]:
     out = []
     for b in range(band_keys.shape[1]):
         has = np.flatnonzero(band_keys[:, b] != NO_KEY)
-        values = band_keys[has, b].astype(np.int64) >> SKETCH_PREFIX_SHIFT
-        out.append(Probes(FIRST_SKETCH_TABLE + b, values, has.astype(np.int64)))
+        values = sketch_prefix(band_keys[has, b].astype(np.int64))
+        out.append(Probes(FIRST_SKETCH_TABLE + b, values, has.astype(np.int64), SKETCH_PREFIX_SHIFT))
     return out
 
 
@@ -197,17 +291,28 @@ def touched(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query, stored fingerprint) of the stored rows a document's probes touch: within ``k`` bits of
     it, or (sketch tables) holding the very band key it holds (``query_band_keys``), whatever the
-    distance. Ids: every row whose key is the probed hash."""
-    probe, row = meet(rows, probes)
-    query = probes.query[probe]
-    stored = rows.fingerprint[row]
-    if rows.table == ID_TABLE:
-        return query, stored
-    keep = popcount(stored ^ np.asarray(query_fingerprints, dtype=np.int64)[query]) <= k
-    if rows.table >= FIRST_SKETCH_TABLE and query_band_keys is not None:
-        band = rows.table - FIRST_SKETCH_TABLE
-        keep |= rows.key[row] == query_band_keys[query, band].astype(np.int64)
-    return query[keep], stored[keep]
+    distance. Ids: every row whose key is the probed hash. The probes meet their rows a chunk at a time:
+    what is held at once stays bounded whatever the batch."""
+    fps = np.asarray(query_fingerprints, dtype=np.int64)
+    out_q, out_f = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for start in range(0, len(probes.value), _MEET_CHUNK):
+        chunk = Probes(
+            probes.table,
+            probes.value[start : start + _MEET_CHUNK],
+            probes.query[start : start + _MEET_CHUNK],
+            probes.shift,
+        )
+        probe, row = meet(rows, chunk)
+        query, stored = chunk.query[probe], rows.fingerprint[row]
+        if rows.table != ID_TABLE:
+            keep = popcount(stored ^ fps[query]) <= k
+            if rows.table >= FIRST_SKETCH_TABLE and query_band_keys is not None:
+                band = rows.table - FIRST_SKETCH_TABLE
+                keep |= rows.key[row] == query_band_keys[query, band].astype(np.int64)
+            query, stored = query[keep], stored[keep]
+        out_q.append(query)
+        out_f.append(stored)
+    return np.concatenate(out_q), np.concatenate(out_f)
 
 
 def groups_holding(lows: np.ndarray, highs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -244,55 +349,21 @@ def merged_ranges(lo: np.ndarray, hi: np.ndarray, most: int) -> list[tuple[int, 
     return list(zip(run_lo.tolist(), run_hi.tolist(), strict=True))
 
 
-# --- the probe radius --------------------------------------------------------------------------------
+# --- recall --------------------------------------------------------------------------------------------
 
 
-def exact_to(radius: int) -> int:
-    """The largest distance every pair within which the segment probes of ``radius`` meet."""
-    return SEGMENTS * (radius + 1) - 1
-
-
-def radius_for(k: int) -> int:
-    """The smallest radius that meets every pair within ``k`` bits (capped at ``MAX_RADIUS``)."""
-    return min(MAX_RADIUS, max(0, -(-(k + 1) // SEGMENTS) - 1))
-
-
-@lru_cache(maxsize=256)
-def segment_recall(distance: int, radius: int) -> float:
-    """The share of fingerprint pairs at ``distance`` bits whose segment probes meet (exact count over
-    where the differing bits can lie among the four segments)."""
-    if distance <= exact_to(radius):
-        return 1.0
+@lru_cache(maxsize=512)
+def window_recall(distance: int, width: int, radius: int) -> float:
+    """The share of fingerprint pairs at ``distance`` bits that the probes of ``64 // width`` windows of
+    ``width`` bits with ``radius`` meet: some window holds at most ``radius`` of the differing bits (an
+    exact count over where the differing bits can lie)."""
+    windows = 64 // width
 
     @lru_cache(None)
-    def apart(segment: int, left: int) -> int:  # placements with every segment beyond the radius
-        if segment == SEGMENTS:
+    def apart(window: int, left: int) -> int:  # placements with every window beyond the radius
+        if window == windows:
             return 1 if left == 0 else 0
-        top = min(SEGMENT_BITS, left)
-        return sum(comb(SEGMENT_BITS, c) * apart(segment + 1, left - c) for c in range(radius + 1, top + 1))
+        top = min(width, left)
+        return sum(comb(width, c) * apart(window + 1, left - c) for c in range(radius + 1, top + 1))
 
     return 1.0 - apart(0, distance) / comb(64, distance)
-
-
-def probe_radius(k: int, entries: int, rows_per_document: int) -> int:
-    """The segment probes' radius for a lookup in an index of ``entries``: the exact one for ``k``
-    (``radius_for``) while a document's probes meet at most ``rows_per_document`` rows of unrelated
-    entries (each probe meets entries / 2^16 of them), else the largest within that; 0 at least.
-    ``rows_per_document`` 0: always the exact one."""
-    exact = radius_for(k)
-    if rows_per_document <= 0:
-        return exact
-    per_probe = entries / (1 << SEGMENT_BITS)
-    radius = 0
-    for r in range(1, exact + 1):
-        if SEGMENTS * len(flip_masks(r)) * per_probe <= rows_per_document:
-            radius = r
-    return radius
-
-
-def describe_radius(radius: int, k: int) -> dict[str, Any]:
-    return {
-        "probe_radius": radius,
-        "exact_to_bits": exact_to(radius),
-        "fingerprint_recall_at_k": round(segment_recall(k, radius), 4),
-    }

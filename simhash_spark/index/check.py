@@ -133,7 +133,7 @@ def _touched(
     batch: FingerprintBatch,
     queries: np.ndarray,
     k: int,
-    radius: int,
+    plan: K.SegmentPlan,
     reads: local_files.Reads,
 ) -> tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray]]:
     """The entries (every run date, each id its earliest) the queries' probes touched, and the (query,
@@ -144,7 +144,7 @@ def _touched(
     if manifest.layout.sketch_bands:
         assert batch.check_summary is not None  # computed with the sketch filter (``check``)
         sketches = [batch.check_summary[int(qi)] for qi in queries]
-    probes, keys = local_files.batch_probes(fps, radius, manifest.layout, sketches)
+    probes, keys = local_files.batch_probes(fps, plan, manifest.layout, sketches)
     probes = [p for p in probes if len(p.value)]
     rows = local_files.key_lookup(files, store, snapshots, probes, reads)
     met = [K.touched(r, p, fps, k, keys) for r, p in zip(rows, probes, strict=True)]
@@ -170,10 +170,10 @@ def check(
     batch = Fingerprinter(cfg.model, sketch).batch([q.text for q in queries])
     fingerprinted = np.array([qi for qi, s in enumerate(batch.status) if s in FINGERPRINTED], dtype=np.int64)
     k = cfg.policy.largest
-    radius = K.probe_radius(k, manifest.entries, cfg.index.lookup_rows_per_document)
+    plan = K.plan_segments(k, manifest.entries, len(fingerprinted), cfg.index.lookup_rows_per_document)
     reads = local_files.Reads()
     with store.reading():
-        entries, pairs = _touched(files, store, manifest, batch, fingerprinted, k, radius, reads)
+        entries, pairs = _touched(files, store, manifest, batch, fingerprinted, k, plan, reads)
     candidates = _candidates(batch, fingerprinted, entries, pairs, rule)
     texts = {r[C.ID]: r[C.TEXT] for r in entries.to_dict("records")} if rule.verify.enabled else {}
     results = []
@@ -196,6 +196,6 @@ def check(
         "key_rows_total": manifest.key_rows,
         "key_rows_read": reads.key_rows_read,
         "entry_rows_read": reads.entry_rows_read,
-        **K.describe_radius(radius, k),
+        **plan.describe(k),
     }
     return results, read

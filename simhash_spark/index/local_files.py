@@ -287,11 +287,14 @@ def touched_fingerprints(
 
 
 def batch_probes(
-    fingerprints: np.ndarray, radius: int, layout: IndexLayout, sketches: Sequence[bytes | None] | None
+    fingerprints: np.ndarray,
+    plan: K.SegmentPlan,
+    layout: IndexLayout,
+    sketches: Sequence[bytes | None] | None,
 ) -> tuple[list[K.Probes], np.ndarray | None]:
     """The probes of the documents with ``fingerprints`` (and, with sketch bands, ``sketches``: one or None
-    per document) in every key table but the ids; and their band keys."""
-    probes = K.segment_probes(fingerprints, radius)
+    per document) in the segment tables ``plan`` reads and the sketch tables; and their band keys."""
+    probes = K.segment_probes(fingerprints, plan)
     keys = None
     if layout.sketch_bands:
         if sketches is None or len(sketches) != len(fingerprints):
@@ -309,7 +312,7 @@ def touched_entries(
     run_date: str,
     fingerprints: np.ndarray,
     k: int,
-    radius: int,
+    plan: K.SegmentPlan,
     sketches: Sequence[bytes | None] | None = None,
     reads: Reads | None = None,
 ) -> Touched:
@@ -318,7 +321,7 @@ def touched_entries(
     (``transforms.index_rows.touched_entries``)."""
     reads = reads if reads is not None else Reads()
     fps = np.asarray(fingerprints, dtype=np.int64)
-    probes, keys = batch_probes(fps, radius, layout, sketches)
+    probes, keys = batch_probes(fps, plan, layout, sketches)
     rows = key_lookup(files, store, snapshots, probes, reads)
     wanted = touched_fingerprints(rows, [p for p in probes if len(p.value)], fps, k, keys)
     table, n = read_entries(

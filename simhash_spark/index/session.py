@@ -43,6 +43,7 @@ from simhash_spark.context import RunContext
 from simhash_spark.core import index_keys as K
 from simhash_spark.core.index_model import (
     ENTRIES,
+    ENTRY_COLUMNS,
     KEYS,
     IndexLayout,
     Manifest,
@@ -262,10 +263,10 @@ class IndexSession:
         snaps = self.snapshots
         return sum(s.docs_rows for s in snaps), sum(s.keys_rows for s in snaps)
 
-    def probe_radius(self, k: int) -> int:
-        """The segment probes' radius of this run's lookup, from the size of what it reads
-        (``core.index_keys.probe_radius``)."""
-        return K.probe_radius(k, self._entry_counts()[0], self.rows_per_document)
+    def segment_plan(self, k: int, documents: int) -> K.SegmentPlan:
+        """How this run's lookup of ``documents`` reads the segment tables, from the size of what it reads
+        (``core.index_keys.plan_segments``)."""
+        return K.plan_segments(k, self._entry_counts()[0], documents, self.rows_per_document)
 
     # --- reading with Spark -------------------------------------------------------------------------
 
@@ -314,18 +315,20 @@ class IndexSession:
         return (mark_already_indexed(fps, known_ids) if n_known else fps), n_known
 
     def _touched(
-        self, batch: DataFrame, k: int, radius: int, ctx: RunContext
+        self, batch: DataFrame, k: int, plan: K.SegmentPlan, documents: int, ctx: RunContext
     ) -> tuple[DataFrame | None, int]:
         """The entries the batch touches (``ENTRY_COLUMNS``, each id once) and the key rows read."""
-        probes = ctx.persist(probe_rows(batch, radius=radius, sketch_bands=self.layout.sketch_bands))
-        tables = [t for t in self.layout.tables() if t != K.ID_TABLE]
-        ranges = _probe_ranges(probes, ctx)
-        stored = read_key_rows(self.spark, self._key_dirs(tables), ranges)
+        probes = ctx.persist(probe_rows(batch, plan=plan, sketch_bands=self.layout.sketch_bands))
+        sketch = [t for t in self.layout.tables() if t >= K.FIRST_SKETCH_TABLE]
+        per_document = plan.probes_per_document() + len(sketch)
+        # the probes' key ranges, pushed down to the reader, when few enough to collect
+        ranges = _probe_ranges(probes, plan) if documents * per_document <= _PUSHED_VALUES else None
+        stored = read_key_rows(self.spark, self._key_dirs([*plan.tables(), *sketch]), ranges)
         if stored is None:
             return None, 0
         stored = ctx.persist(stored)
         key_rows_read = stored.count()
-        found = ctx.persist(touched_fingerprints(probes, stored, max_distance=k))
+        found = ctx.persist(touched_fingerprints(probes, stored, max_distance=k, plan=plan))
         entries = self._entries_of(found, ctx)
         if entries is None:
             return None, key_rows_read
@@ -338,9 +341,11 @@ class IndexSession:
         ctx: RunContext,
         held: HeldBatch | None = None,
         summaries: DataFrame | None = None,
+        *,
+        documents: int,
     ) -> Lookup:
         """Find the index entries the batch touches, reading of each key table only the row groups its
-        probes can meet (``core.index_keys``).
+        probes can meet (``core.index_keys``). ``documents``: the batch's fingerprinted documents.
 
         In: ``fps`` as ``add_fingerprints`` (and ``add_title_fingerprints``) make them; ``held``: the same
         batch on the driver, when it was fingerprinted there. Such a batch is looked up on the driver
@@ -352,22 +357,26 @@ class IndexSession:
             raise FingerprintIndexError(
                 f"index {self.path}: ids are {self.base.id_type}, this input's id column is {id_type}"
             )
-        radius = self.probe_radius(k)
+        plan = self.segment_plan(k, documents)
+        if not self._entry_counts()[0]:  # nothing to find: a new index, or none of an earlier date
+            stats = self._stats("none", {"key_rows_read": 0}, 0, 0, k, plan)
+            local = LocalMatches([], pd.DataFrame(columns=list(ENTRY_COLUMNS))) if held is not None else None
+            return Lookup(fps, empty_entries(self.spark, id_type), stats, local=local)
         if held is not None and self._driver_opens() and id_type in local_files.ID_TYPES:
-            return self._lookup_on_driver(fps, held, k, radius, id_type)
+            return self._lookup_on_driver(fps, held, k, plan, id_type)
         fps, n_known = self._known_ids(fps, ctx)
         batch = fps.where(is_fingerprinted(F.col(C.STATUS))).select(C.ID, C.FINGERPRINT)
         if self.layout.sketch_bands:
             if summaries is None:
                 raise ValueError("an index with sketch tables is looked up with the batch's sketches")
             batch = batch.join(summaries.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
-        touched, key_rows_read = self._touched(batch, k, radius, ctx)
+        touched, key_rows_read = self._touched(batch, k, plan, documents, ctx)
         if touched is None:
             touched = empty_entries(self.spark, id_type)
         # a leaf of the linking's plans: it holds the plans of the keys and entries it was found with
         touched = ctx.materialize(touched)
         read = {"key_rows_read": key_rows_read}
-        return Lookup(fps, touched, self._stats("spark", read, touched.count(), n_known, k, radius))
+        return Lookup(fps, touched, self._stats("spark", read, touched.count(), n_known, k, plan))
 
     def _driver_opens(self) -> bool:
         return isinstance(self.store.files, FileSystem) and self.store.files.local
@@ -377,7 +386,9 @@ class IndexSession:
         files = ArrowFiles(self.path)
         return files, IndexStore(files, files.root)
 
-    def _lookup_on_driver(self, fps: DataFrame, held: HeldBatch, k: int, radius: int, id_type: str) -> Lookup:
+    def _lookup_on_driver(
+        self, fps: DataFrame, held: HeldBatch, k: int, plan: K.SegmentPlan, id_type: str
+    ) -> Lookup:
         """``lookup`` of a batch the driver holds, read with pyarrow: the same marked ``fps``, touched
         entries and statistics, and the entries as rows on the driver."""
         files, store = self._driver_store()
@@ -397,7 +408,7 @@ class IndexSession:
                 self.run_date,
                 fingerprints,
                 k,
-                radius,
+                plan,
                 sketches,
                 reads,
             )
@@ -407,11 +418,11 @@ class IndexSession:
             )
         touched = driver_frame(self.spark, found.entries, entry_schema(id_type))
         read = {"key_rows_read": reads.key_rows_read, "entry_rows_read": reads.entry_rows_read}
-        stats = self._stats("driver", read, len(found.entries), len(known), k, radius)
+        stats = self._stats("driver", read, len(found.entries), len(known), k, plan)
         return Lookup(fps, touched, stats, local=LocalMatches(known, found.entries))
 
     def _stats(
-        self, on: str, read: dict[str, int], n_touched: int, n_known: int, k: int, radius: int
+        self, on: str, read: dict[str, int], n_touched: int, n_known: int, k: int, plan: K.SegmentPlan
     ) -> dict[str, Any]:
         entries, key_rows = self._entry_counts()
         return {
@@ -430,7 +441,7 @@ class IndexSession:
             "already_indexed": n_known,
             "key_tables": len(self.layout.tables()),
             "sketch_bands": self.layout.sketch_bands,
-            **K.describe_radius(radius, k),
+            **plan.describe(k),
         }
 
     # --- rebuilding ---------------------------------------------------------------------------------
@@ -589,7 +600,7 @@ def _pushed(values: DataFrame, lo: Column, hi: Column, ctx: RunContext) -> list[
     return K.merged_ranges(los, his, _PUSHED_RANGES)
 
 
-def _probe_ranges(probes: DataFrame, ctx: RunContext) -> dict[int, list[tuple[int, int]]] | None:
+def _probe_ranges(probes: DataFrame, plan: K.SegmentPlan) -> dict[int, list[tuple[int, int]]] | None:
     """Per key table, the key ranges the batch's probes can meet (``_pushed``), or None when too many."""
     rows = probes.select(C.KEY_TABLE, PROBE_PREFIX).distinct().limit(_PUSHED_VALUES + 1).collect()
     if len(rows) > _PUSHED_VALUES:
@@ -599,7 +610,9 @@ def _probe_ranges(probes: DataFrame, ctx: RunContext) -> dict[int, list[tuple[in
         by_table.setdefault(int(r[C.KEY_TABLE]), []).append(int(r[PROBE_PREFIX]))
     out = {}
     for table, values in by_table.items():
-        lo, hi = K.Probes(table, np.array(values, dtype=np.int64), np.zeros(len(values), np.int64)).ranges()
+        shift = K.SKETCH_PREFIX_SHIFT if table >= K.FIRST_SKETCH_TABLE else plan.shift
+        queries = np.zeros(len(values), np.int64)
+        lo, hi = K.Probes(table, np.array(values, dtype=np.int64), queries, shift).ranges()
         out[table] = K.merged_ranges(lo, hi, _PUSHED_RANGES)
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import reduce
 
+import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -55,35 +56,42 @@ def key_rows(entries: DataFrame, *, sketch_bands: bool) -> DataFrame:
     ).dropDuplicates()
 
 
-def prefix(table: Column, key: Column) -> Column:
-    """``key >> core.index_keys.prefix_shift(table)``: what a probe of the table must equal."""
+def prefix(table: Column, key: Column, plan: K.SegmentPlan) -> Column:
+    """``key >> shift``: what a probe of the table must equal (ids: the key; segments: the plan's window;
+    sketch bands: the first three bins)."""
+    segment = F.shiftright(key, plan.shift) if plan.shift else key
     return (
         F.when(table == K.ID_TABLE, key)
-        .when(table < K.FIRST_SKETCH_TABLE, F.shiftright(key, 64 - K.SEGMENT_BITS))
+        .when(table < K.FIRST_SKETCH_TABLE, segment)
         .otherwise(F.shiftright(key, K.SKETCH_PREFIX_SHIFT))
     )
 
 
-def _signed16(value: Column) -> Column:
-    half = 1 << (K.SEGMENT_BITS - 1)
-    return F.when(value >= half, value - (1 << K.SEGMENT_BITS)).otherwise(value)
+def _signed(value: Column, width: int) -> Column:
+    if width == 64:
+        return value
+    half = 1 << (width - 1)
+    return F.when(value >= half, value - (1 << width)).otherwise(value)
 
 
-def probe_rows(batch: DataFrame, *, radius: int, sketch_bands: bool) -> DataFrame:
-    """The probes of the batch's documents in the segment and sketch tables (``core.index_keys``'
-    ``segment_probes`` and ``sketch_probes``).
+def probe_rows(batch: DataFrame, *, plan: K.SegmentPlan, sketch_bands: bool) -> DataFrame:
+    """The probes of the batch's documents in the segment tables ``plan`` reads and the sketch tables
+    (``core.index_keys``' ``segment_probes`` and ``sketch_probes``).
 
     In: ``fingerprint`` and, with ``sketch_bands``, ``check_summary``. Out: ``key_table``, ``_prefix``,
     ``_query_fingerprint``, ``_query_key`` (a sketch probe's band key; null for segments)."""
     fp = F.col(C.FINGERPRINT)
-    masks = F.lit([int(m) for m in K.flip_masks(radius)]).cast("array<bigint>")
+    masks = F.lit(K.flip_masks(plan.width, plan.radius).view(np.int64).tolist()).cast("array<bigint>")
+    step = plan.width // K.SEGMENT_BITS
     leads = F.array(
         *[
             F.struct(
-                F.lit(K.FIRST_SEGMENT_TABLE + s).alias(C.KEY_TABLE),
-                F.shiftrightunsigned(_rotated(fp, s), 64 - K.SEGMENT_BITS).alias("_lead"),
+                F.lit(table).alias(C.KEY_TABLE),
+                (F.shiftrightunsigned(_rotated(fp, w * step), plan.shift) if plan.shift else fp).alias(
+                    "_lead"
+                ),
             )
-            for s in range(K.SEGMENTS)
+            for w, table in enumerate(plan.tables())
         ]
     )
     segments = batch.select(fp, F.explode(leads).alias("_l")).select(
@@ -94,7 +102,7 @@ def probe_rows(batch: DataFrame, *, radius: int, sketch_bands: bool) -> DataFram
     )
     probes = segments.select(
         F.col(C.KEY_TABLE).cast("int").alias(C.KEY_TABLE),
-        _signed16(F.col("_lead").bitwiseXOR(F.col("_m"))).alias(PROBE_PREFIX),
+        _signed(F.col("_lead").bitwiseXOR(F.col("_m")), plan.width).alias(PROBE_PREFIX),
         fp.alias(_QUERY_FP),
         F.lit(None).cast("bigint").alias(_QUERY_KEY),
     )
@@ -112,7 +120,9 @@ def probe_rows(batch: DataFrame, *, radius: int, sketch_bands: bool) -> DataFram
     return probes.unionByName(sketch)
 
 
-def touched_fingerprints(probes: DataFrame, stored: DataFrame, *, max_distance: int) -> DataFrame:
+def touched_fingerprints(
+    probes: DataFrame, stored: DataFrame, *, max_distance: int, plan: K.SegmentPlan
+) -> DataFrame:
     """The stored fingerprints the probes touch (``core.index_keys.touched``): within ``max_distance`` bits
     of the probing document, or holding its very sketch band key.
 
@@ -122,7 +132,7 @@ def touched_fingerprints(probes: DataFrame, stored: DataFrame, *, max_distance: 
         C.KEY_TABLE,
         C.INDEX_KEY,
         C.FINGERPRINT,
-        prefix(F.col(C.KEY_TABLE), F.col(C.INDEX_KEY)).alias(PROBE_PREFIX),
+        prefix(F.col(C.KEY_TABLE), F.col(C.INDEX_KEY), plan).alias(PROBE_PREFIX),
     )
     met = keyed.join(probes, on=[C.KEY_TABLE, PROBE_PREFIX], how="inner")
     near = hamming_distance(F.col(C.FINGERPRINT), F.col(_QUERY_FP)) <= max_distance
