@@ -130,7 +130,18 @@ with DAG(
         name="simhash_compact_{{ ds_nodash }}",
         conf=SPARK_CONF,
         required={"SIMHASH_INDEX": INDEX},
-        # merges once at least 7 older snapshots piled up; the last 7 days stay rerunnable
-        application_args=[INDEX, "--keep-recent", "7", "--min-snapshots", "7", "--config", CONFIG],
+        # size-tiered: 7 days merge into a week, 7 weeks into a quarter (each entry rewritten about once a
+        # tier, a few dozen snapshots after a year); the last 7 days stay rerunnable
+        application_args=[
+            INDEX,
+            "--keep-recent",
+            "7",
+            "--min-snapshots",
+            "7",
+            "--tier-ratio",
+            "4",
+            "--config",
+            CONFIG,
+        ],
     )
     wait >> dedup >> compact

@@ -215,9 +215,10 @@ def _add_index(sub: Any) -> None:
     _add_common(up)
     co = ixs.add_parser(
         "compact",
-        help="merge older snapshots into one, optionally dropping old entries",
-        description="Merges the snapshots of all but the most recent run dates into one snapshot "
-        "(committed atomically; the merged folders are removed afterwards).",
+        help="merge older snapshots, optionally dropping old entries",
+        description="Merges the snapshots of all but the most recent run dates into one snapshot, or (with "
+        "--tier-ratio) the smallest group of like-sized ones (committed atomically; the merged folders are "
+        "removed afterwards).",
     )
     co.add_argument("path", metavar="PATH")
     # each option sets its [index] key, validated as the configuration is (index.keep_recent, ...)
@@ -236,6 +237,12 @@ def _add_index(sub: Any) -> None:
         "--min-snapshots",
         metavar="N",
         help="merge only when at least this many snapshots would be (index.compact_min_snapshots, default 2)",
+    )
+    co.add_argument(
+        "--tier-ratio",
+        metavar="R",
+        help="0: merge every older snapshot into one; above 1: merge the smallest group of snapshots whose "
+        "sizes lie within this ratio (size-tiered; index.compact_tier_ratio, default 0)",
     )
     co.add_argument(
         "--max-drop-fraction",
@@ -482,6 +489,7 @@ def _run_index(args: argparse.Namespace) -> int:
         keep_recent=ix.keep_recent,
         retention_days=ix.retention_days,
         min_snapshots=ix.compact_min_snapshots,
+        tier_ratio=ix.compact_tier_ratio,
         max_drop_fraction=ix.max_drop_fraction,
         lease_timeout_s=cfg.writers.lease_timeout_seconds,
     )
@@ -493,6 +501,7 @@ _COMPACT_KEYS = {
     "keep_recent": "index.keep_recent",
     "retention_days": "index.retention_days",
     "min_snapshots": "index.compact_min_snapshots",
+    "tier_ratio": "index.compact_tier_ratio",
     "max_drop_fraction": "index.max_drop_fraction",
 }
 

@@ -137,6 +137,8 @@ class IndexConfig:
     # index compact (--keep-recent, --min-snapshots, --max-drop-fraction set these)
     keep_recent: int = 7
     compact_min_snapshots: int = 2
+    # 0: compaction merges every older snapshot into one; > 1: the smallest group of like-sized ones
+    compact_tier_ratio: float = 0.0
     max_drop_fraction: float = 0.5
 
 
@@ -327,6 +329,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     ),
     "index.keep_recent": _at_least(0),
     "index.compact_min_snapshots": _at_least(1),
+    "index.compact_tier_ratio": lambda v: None if v == 0 or v > 1 else "must be 0 (merge all) or > 1",
     "index.max_drop_fraction": lambda v: None if 0 <= v <= 1 else "must be between 0 and 1",
     "monitor.max_factor": lambda v: None if v == 0 or v > 1 else "must be 0 (off) or > 1",
     "monitor.window": _at_least(1),

@@ -480,6 +480,30 @@ def test_stats_and_compaction_with_retention(spark, history, tmp_path, capsys):
     assert [r["run_date"] for r in kept["runs"]] == DATES[:4]  # monitoring history stays
 
 
+def test_tiered_compaction_merges_the_smallest_group_of_like_sized_snapshots(history, tmp_path, capsys):
+    _tmp, _batches, index = history
+    sizes = [s["docs_rows"] for s in manifest(index)["snapshots"]]
+    assert max(sizes) <= 1.5 * min(sizes)  # three like-sized days
+
+    def compact(idx: Path, *args: str) -> dict:
+        capsys.readouterr()
+        assert main(["index", "compact", str(idx), *args, *EXACT]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    idx = tmp_path / "index"
+    shutil.copytree(index, idx)
+    tiered = ["--keep-recent", "0", "--tier-ratio", "1.5"]
+    assert not compact(idx, *tiered, "--min-snapshots", "4")["compacted"]  # a group of three only
+    report = compact(idx, *tiered, "--min-snapshots", "3")
+    assert report["merged_snapshots"] == 3 and report["snapshots_after"] == 1
+    # a merged pair of days is twice a day's size: not like-sized with the third day
+    idx2 = tmp_path / "index2"
+    shutil.copytree(index, idx2)
+    assert compact(idx2, "--keep-recent", "1", "--min-snapshots", "2")["snapshots_after"] == 2
+    assert not compact(idx2, *tiered, "--min-snapshots", "2")["compacted"]
+    assert compact(idx2, "--keep-recent", "0", "--min-snapshots", "2")["snapshots_after"] == 1  # ratio 0
+
+
 @pytest.mark.heavy
 def test_a_small_batch_reads_only_the_key_row_groups_its_probes_meet(tmp_path, monkeypatch):
     """The bar: a batch reads the key rows its probes can meet and the entries they touched, not the index

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import random
 
 import pytest
 
@@ -13,6 +14,7 @@ from simhash_spark.core.index_model import (
     OldFormat,
     RunRecord,
     Snapshot,
+    compaction_plan,
     model_differences,
     model_signature,
     rate_check,
@@ -123,3 +125,57 @@ def test_a_folder_that_is_not_an_index_is_refused(tmp_path):
     files = ArrowFiles(str(tmp_path))
     with pytest.raises(FingerprintIndexError, match=r"holds data.parquet but no manifest version"):
         IndexStore(files, files.root).manifest()
+
+
+def _simulate_year(tier_ratio: float, days: int = 365, per_day: int = 1000) -> tuple[int, float, int]:
+    """A daily run and a compaction after it (keep 7 recent, merge at 7): (snapshots at the end, entries
+    rewritten per entry stored, the most snapshots at any time)."""
+    snaps: list[Snapshot] = []
+    rewritten = most = 0
+    for d in range(days):
+        date = f"2026-{1 + d // 28:02d}-{1 + d % 28:02d}" if d < 336 else f"2027-01-{1 + d - 336:02d}"
+        rng = random.Random(d)
+        snaps.append(Snapshot(f"s{d}", (date,), 0, per_day // 2 + rng.randrange(per_day), "t"))
+        plan = compaction_plan(snaps, keep_recent=7, min_snapshots=7, tier_ratio=tier_ratio, cutoff=None)
+        if plan.merge:
+            merged = Snapshot(
+                f"c{d}",
+                tuple(sorted(r for s in plan.merge for r in s.runs)),
+                0,
+                sum(s.docs_rows for s in plan.merge),
+                "t",
+            )
+            rewritten += merged.docs_rows
+            snaps = [merged, *plan.keep]
+        most = max(most, len(snaps))
+    stored = sum(s.docs_rows for s in snaps)
+    return len(snaps), rewritten / stored, most
+
+
+def test_size_tiered_compaction_keeps_a_year_to_a_few_dozen_snapshots_rewriting_each_entry_a_few_times():
+    n_all, rewrites_all, _ = _simulate_year(0)
+    _, rewrites_tiered, most = _simulate_year(4)
+    assert n_all <= 14 and rewrites_all > 20  # all older into one: each entry rewritten every week
+    assert most <= 40 and rewrites_tiered < 4  # tiered: days into weeks into quarters
+
+
+def test_compaction_plan_keeps_recent_dates_drops_expired_snapshots_and_rewrites_straddling_ones():
+    def snap(i: str, *runs: str, rows: int = 10) -> Snapshot:
+        return Snapshot(i, runs, 0, rows, "t")
+
+    snaps = [
+        snap("old", "2026-01-01", "2026-01-02", rows=100),
+        snap("mid", "2026-01-03", "2026-01-09", rows=100),
+        snap("a", "2026-01-10"),
+        snap("b", "2026-01-11"),
+        snap("c", "2026-01-12"),
+        snap("recent", "2026-01-13"),
+    ]
+    plan = compaction_plan(snaps, keep_recent=1, min_snapshots=3, tier_ratio=4, cutoff="2026-01-05")
+    assert [s.id for s in plan.drop] == ["old"]  # every date expired: gone without a rewrite
+    assert sorted(s.id for s in plan.merge) == ["a", "b", "c", "mid"]  # a tier of three, and the straddler
+    assert [s.id for s in plan.keep] == ["recent"]
+    whole = compaction_plan(snaps, keep_recent=1, min_snapshots=2, tier_ratio=0, cutoff=None)
+    assert sorted(s.id for s in whole.merge) == ["a", "b", "c", "mid", "old"] and not whole.drop
+    small = compaction_plan(snaps, keep_recent=1, min_snapshots=4, tier_ratio=4, cutoff=None)
+    assert not small.merge and len(small.keep) == 6

@@ -333,6 +333,62 @@ class Manifest:
         return [s for s in self.snapshots if s.runs and min(s.runs) < run_date]
 
 
+# --- compaction --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    merge: tuple[Snapshot, ...]  # rewritten into one snapshot (entries before the cutoff left out)
+    keep: tuple[Snapshot, ...]  # left as they are
+    drop: tuple[Snapshot, ...]  # every run date before the cutoff: removed without a rewrite
+
+
+def _tiers(snapshots: Sequence[Snapshot], ratio: float) -> list[list[Snapshot]]:
+    """Snapshots grouped by size, smallest first: each group's largest holds at most ``ratio`` times the
+    entries of its smallest."""
+    groups: list[list[Snapshot]] = []
+    for snap in sorted(snapshots, key=lambda s: (s.docs_rows, min(s.runs, default=""))):
+        if groups and snap.docs_rows <= ratio * max(1, groups[-1][0].docs_rows):
+            groups[-1].append(snap)
+        else:
+            groups.append([snap])
+    return groups
+
+
+def compaction_plan(
+    snapshots: Sequence[Snapshot],
+    *,
+    keep_recent: int,
+    min_snapshots: int,
+    tier_ratio: float,
+    cutoff: str | None,
+) -> CompactionPlan:
+    """What ``index compact`` does. The snapshots of the last ``keep_recent`` run dates stay (rerunnable);
+    of the older ones, those whose every date is before the retention ``cutoff`` are dropped whole, those
+    holding dates on both sides of it are rewritten without the older entries, and:
+
+    - ``tier_ratio`` 0: all others are merged into one (when at least ``min_snapshots`` are);
+    - ``tier_ratio`` > 1 (size-tiered, what a daily schedule wants): the smallest group of snapshots of
+      like size (``_tiers``) with at least ``min_snapshots`` members is merged. Days merge into weeks,
+      weeks into quarters: a year of daily runs keeps a few dozen snapshots, and each entry is rewritten
+      about once per tier instead of at every compaction."""
+    dates = sorted({d for s in snapshots for d in s.runs})
+    recent = set(dates[-keep_recent:]) if keep_recent else set()
+    keep = [s for s in snapshots if set(s.runs) & recent]
+    older = [s for s in snapshots if not set(s.runs) & recent]
+    drop = [s for s in older if cutoff is not None and s.runs and max(s.runs) < cutoff]
+    straddle = [s for s in older if cutoff is not None and s.runs and min(s.runs) < cutoff <= max(s.runs)]
+    rest = [s for s in older if s not in drop and s not in straddle]
+    chosen: list[Snapshot] = []
+    if tier_ratio <= 0:
+        chosen = rest if len(rest) >= min_snapshots else []
+    else:
+        chosen = next((g for g in _tiers(rest, tier_ratio) if len(g) >= min_snapshots), [])
+    merge = [s for s in older if s in chosen or s in straddle]
+    keep += [s for s in rest if s not in chosen]
+    return CompactionPlan(tuple(merge), tuple(keep), tuple(drop))
+
+
 # --- monitoring --------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.index_model import ENTRIES, Manifest, Snapshot
+from simhash_spark.core.index_model import ENTRIES, CompactionPlan, Manifest, Snapshot, compaction_plan
 from simhash_spark.errors import FingerprintIndexError
 from simhash_spark.index.snapshots import empty_entries, read_entries, write_snapshot
 from simhash_spark.index.store import IndexStore, describe, open_store, take_lease
@@ -49,21 +49,12 @@ def retention_cutoff(dates: list[str], retention_days: int, today: date) -> str 
     return (reference - timedelta(days=retention_days)).isoformat()
 
 
-def _plan(manifest: Manifest, keep_recent: int) -> tuple[list[Snapshot], list[Snapshot]]:
-    """(snapshots to merge, snapshots to keep as they are)."""
-    dates = sorted({d for s in manifest.snapshots for d in s.runs})
-    recent = set(dates[-keep_recent:]) if keep_recent else set()
-    merge = [s for s in manifest.snapshots if not set(s.runs) & recent]
-    keep = [s for s in manifest.snapshots if set(s.runs) & recent]
-    return merge, keep
-
-
-def _dropped_entries(manifest: Manifest, merge: list[Snapshot], cutoff: str | None) -> int:
+def _dropped_entries(manifest: Manifest, plan: CompactionPlan, cutoff: str | None) -> int:
     """Entries a compaction with ``cutoff`` drops, from the run records (exact unless ids were re-sent)."""
     if cutoff is None:
         return 0
-    merged_dates = {d for s in merge for d in s.runs}
-    return sum(r.appended for r in manifest.runs if r.run_date < cutoff and r.run_date in merged_dates)
+    touched = {d for s in (*plan.merge, *plan.drop) for d in s.runs}
+    return sum(r.appended for r in manifest.runs if r.run_date < cutoff and r.run_date in touched)
 
 
 def compact(
@@ -73,15 +64,18 @@ def compact(
     keep_recent: int = 7,
     retention_days: int = 0,
     min_snapshots: int = 2,
+    tier_ratio: float = 0.0,
     max_drop_fraction: float = 0.5,
     lease_timeout_s: float = 120.0,
     today: date | None = None,
 ) -> dict[str, Any]:
-    """Merge the snapshots of all but the last ``keep_recent`` run dates into one (reruns of those recent
-    dates keep working: a run date inside a merged snapshot cannot be rerun), dropping entries whose run
-    date is before the retention cutoff (``retention_cutoff``). Refuses (exit 2) to drop more than
-    ``max_drop_fraction`` of the entries. Does nothing when fewer than ``min_snapshots`` snapshots would
-    be merged and nothing is to be dropped. Takes the index's writer lease for its duration."""
+    """Merge snapshots of all but the last ``keep_recent`` run dates (reruns of those recent dates keep
+    working: a run date inside a merged snapshot cannot be rerun) as ``compaction_plan`` chooses them
+    (``tier_ratio`` 0: all into one; above 1: the smallest group of like-sized ones), dropping entries whose
+    run date is before the retention cutoff (``retention_cutoff``; a snapshot with nothing newer is removed
+    without a rewrite). Refuses (exit 2) to drop more than ``max_drop_fraction`` of the entries. Does
+    nothing when fewer than ``min_snapshots`` snapshots would be merged and nothing is to be dropped. Takes
+    the index's writer lease for its duration."""
     store = open_store(spark, path)
     if store.manifest() is None:
         raise FingerprintIndexError(f"no index at {path} (no _manifest/ folder)")
@@ -97,6 +91,7 @@ def compact(
             keep_recent,
             retention_days,
             min_snapshots,
+            tier_ratio,
             max_drop_fraction,
             today or datetime.now(UTC).date(),
         )
@@ -113,13 +108,21 @@ def _compact(
     keep_recent: int,
     retention_days: int,
     min_snapshots: int,
+    tier_ratio: float,
     max_drop_fraction: float,
     today: date,
 ) -> dict[str, Any]:
     dates = sorted({d for s in manifest.snapshots for d in s.runs})
     cutoff = retention_cutoff(dates, retention_days, today)
-    merge, keep = _plan(manifest, keep_recent)
-    dropping = cutoff is not None and any(d < cutoff for s in merge for d in s.runs)
+    plan = compaction_plan(
+        manifest.snapshots,
+        keep_recent=keep_recent,
+        min_snapshots=min_snapshots,
+        tier_ratio=tier_ratio,
+        cutoff=cutoff,
+    )
+    merge = list(plan.merge)
+    dropping = bool(plan.drop) or (cutoff is not None and any(d < cutoff for s in merge for d in s.runs))
     report: dict[str, Any] = {
         "path": store.root,
         "snapshots_before": len(manifest.snapshots),
@@ -132,30 +135,32 @@ def _compact(
             "compacted": False,
             "reason": f"{len(merge)} snapshot(s) to merge, below {min_snapshots}",
         }
-    drop = _dropped_entries(manifest, merge, cutoff)
+    drop = _dropped_entries(manifest, plan, cutoff)
     if manifest.entries and drop > max_drop_fraction * manifest.entries:
         raise FingerprintIndexError(
             f"index {store.root}: retention cutoff {cutoff} would drop {drop} of {manifest.entries} entries "
             f"({drop / manifest.entries:.0%}), more than --max-drop-fraction {max_drop_fraction}; check the "
             "run dates the index holds (index stats), or pass a larger --max-drop-fraction"
         )
-    merged = _merge(spark, store, manifest, merge, cutoff, lease.writer)
-    new = _compacted(manifest, merged, merge, keep)
+    merged = _merge(spark, store, manifest, merge, cutoff, lease.writer) if merge else None
+    new = _compacted(manifest, merged, plan)
     store.commit(new)
     removed = store.remove_unlisted(new, manifest, lease)
     lease.remove_stale()
     log.info(
-        "index %s: merged %d snapshots into %s, removed %d folders",
+        "index %s: merged %d snapshots into %s, dropped %d, removed %d folders",
         store.root,
         len(merge),
-        merged.id,
+        merged.id if merged else "none",
+        len(plan.drop),
         len(removed),
     )
     return {
         **report,
         "compacted": True,
         "merged_snapshots": len(merge),
-        "snapshot": merged.id,
+        "dropped_snapshots": len(plan.drop),
+        "snapshot": merged.id if merged else None,
         "snapshots_after": len(new.snapshots),
         "entries_after": new.entries,
         "dropped_entries": manifest.entries - new.entries,
@@ -163,18 +168,19 @@ def _compact(
     }
 
 
-def _compacted(manifest: Manifest, merged: Snapshot, merge: list[Snapshot], keep: list[Snapshot]) -> Manifest:
-    """The next version: ``merge`` replaced by ``merged``; run records kept (monitoring history), pointing
-    at the merged snapshot, or at none when retention dropped their entries."""
-    merged_ids = {s.id for s in merge}
+def _compacted(manifest: Manifest, merged: Snapshot | None, plan: CompactionPlan) -> Manifest:
+    """The next version: ``plan.merge`` replaced by ``merged``, ``plan.drop`` gone; run records kept
+    (monitoring history), pointing at the merged snapshot, or at none when retention dropped their
+    entries."""
+    gone = {s.id for s in (*plan.merge, *plan.drop)}
+    held = {d: merged.id for d in merged.runs} if merged is not None else {}
+    snapshots = ((merged,) if merged is not None and merged.runs else ()) + plan.keep
     return dataclasses.replace(
         manifest,
         version=manifest.version + 1,
-        snapshots=(merged, *keep) if merged.runs else tuple(keep),
+        snapshots=snapshots,
         runs=tuple(
-            dataclasses.replace(r, snapshot=merged.id if r.run_date in merged.runs else "")
-            if r.snapshot in merged_ids
-            else r
+            dataclasses.replace(r, snapshot=held.get(r.run_date, "")) if r.snapshot in gone else r
             for r in manifest.runs
         ),
     )
