@@ -119,28 +119,47 @@ def refingerprint(entries: DataFrame, cfg: Config) -> DataFrame:
     return fresh.join(entries.select(C.ID, C.TEXT, C.TITLE), on=C.ID, how="inner").select(*ENTRY_COLUMNS)
 
 
-def _files(rows: int, per_file: int) -> int:
-    return max(1, math.ceil(rows / per_file))
+# a write runs as at least as many tasks as the session has cores, up to this many: sorted files, tens
+# of them, written in parallel
+MAX_WRITE_TASKS = 16
+
+
+def _files(rows: int, per_file: int, tasks: int) -> int:
+    """Files (and write tasks) for ``rows``: one per ``per_file`` rows, at least ``tasks``, at most one per
+    row."""
+    return max(1, min(max(rows, 1), max(math.ceil(rows / per_file), tasks)))
+
+
+def _write_tasks(spark: SparkSession) -> int:
+    sc = spark_context(spark)
+    cores = int(sc.defaultParallelism) if sc is not None else 2
+    return max(1, min(cores, MAX_WRITE_TASKS))
 
 
 def write_snapshot(
     store: IndexStore, layout: IndexLayout, entries: DataFrame, snapshot: str, runs: tuple[str, ...]
 ) -> Snapshot:
     """Write ``entries`` (``ENTRY_COLUMNS``) into the (marked) snapshot folder and seal it with its contents
-    record; invisible until a manifest lists it."""
-    entries = entries.select(*ENTRY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-    keys = None
+    record; invisible until a manifest lists it.
+
+    The key rows and the counts come from the entries' ids, fingerprints and sketches (Spark computes them
+    without the texts); the texts pass once, into files of the entries' fingerprint ranges (a hash of the
+    fingerprint's top bits spreads those ranges over the files, without the sampling pass a range
+    partitioning costs), each sorted by fingerprint."""
+    entries = entries.select(*ENTRY_COLUMNS)
+    tasks = _write_tasks(entries.sparkSession)
+    keyed = entries.select(C.ID, C.FINGERPRINT, C.CHECK_SUMMARY).persist(StorageLevel.MEMORY_AND_DISK)
+    keys = key_rows(keyed, sketch_bands=layout.sketch_bands).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         base = store.snapshot_dir(snapshot)
-        n_entries = entries.count()
+        n_entries = keyed.count()
         rows: dict[str, int] = {}
         if n_entries:
-            keys = key_rows(entries, sketch_bands=layout.sketch_bands).persist(StorageLevel.MEMORY_AND_DISK)
             per_table = {int(r[0]): int(r[1]) for r in keys.groupBy(C.KEY_TABLE).count().collect()}
             rows = {ENTRIES: n_entries, **{key_folder(t): n for t, n in per_table.items()}}
             (
                 keys.repartitionByRange(
-                    _files(sum(per_table.values()), KEY_ROWS_PER_FILE), C.KEY_TABLE, C.INDEX_KEY
+                    _files(sum(per_table.values()), KEY_ROWS_PER_FILE, tasks), C.KEY_TABLE, C.INDEX_KEY
                 )
                 .sortWithinPartitions(C.KEY_TABLE, C.INDEX_KEY, C.FINGERPRINT)
                 .write.mode("error")
@@ -150,8 +169,10 @@ def write_snapshot(
                 .partitionBy(C.KEY_TABLE)
                 .parquet(f"{base}/{KEYS}")
             )
+            n_files = _files(n_entries, ENTRIES_PER_FILE, tasks)
+            top_bits = min(16, max(1, (n_files - 1).bit_length() + 3))
             (
-                entries.repartitionByRange(_files(n_entries, ENTRIES_PER_FILE), C.FINGERPRINT)
+                entries.repartition(n_files, F.shiftrightunsigned(C.FINGERPRINT, 64 - top_bits))
                 .sortWithinPartitions(C.FINGERPRINT, C.ID)
                 .write.mode("error")
                 .option("parquet.block.size", ENTRY_ROW_GROUP_BYTES)
@@ -159,9 +180,8 @@ def write_snapshot(
                 .parquet(f"{base}/{ENTRIES}")
             )
     finally:
-        entries.unpersist()
-        if keys is not None:
-            keys.unpersist()
+        keyed.unpersist()
+        keys.unpersist()
     return store.seal(snapshot, runs, store.written_contents(snapshot, rows))
 
 
