@@ -224,8 +224,41 @@ def _at_least(lo: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= lo else f"must be >= {lo}"
 
 
+def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo:g} and {hi:g}"
+
+
 def _identifier(v: Any) -> str | None:
     return None if v else "must not be empty"
+
+
+# the integers a run hands to the JVM (record counts, sizes) are Java ints
+INT_MAX = 2**31 - 1
+SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)")
+MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a driver heap below ~450 MiB
+
+
+def size_bytes(text: str) -> int | None:
+    """A JVM memory size ("8g", "512m", "1048576") in bytes; None when it is not one."""
+    found = SIZE.fullmatch(text.strip().lower())
+    if not found:
+        return None
+    return int(found.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[found.group(2)]
+
+
+def _driver_memory(v: Any) -> str | None:
+    if v == "auto":
+        return None
+    size = size_bytes(v)
+    if size is None:
+        return 'must be "auto" or a size like "8g"'
+    if size < MIN_DRIVER_MEMORY:
+        return f"{v!r} is {size:,} bytes: Spark needs at least 512m for the driver (a size without a unit is bytes)"
+    return None
+
+
+# formats partitioned output tables can be created in (the catalog must provide the last three)
+TABLE_FORMATS = ("parquet", "orc", "delta", "iceberg", "hudi")
 
 
 def _existing_file(v: Any) -> str | None:
@@ -293,7 +326,7 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "verify.measure": _choice(MEASURES),
     "title.rule": _choice(("and", "or")),
     "output.table_layout": _choice(("external", "partitioned")),
-    "output.table_format": _identifier,
+    "output.table_format": _choice(TABLE_FORMATS),
     "title.max_distance": lambda v: None if 0 <= v <= 16 else "must be between 0 and 16",
     "title.ngram_size": _at_least(1),
     "title.min_chars": _at_least(1),
@@ -311,17 +344,13 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "cluster.local_max_edges": _at_least(0),
     "cluster.local_max_documents": _at_least(0),
     "cluster.local_max_characters": _at_least(0),
-    "spark.arrow_batch_size": _at_least(1),
+    "spark.arrow_batch_size": _between(1, 1_000_000),
     "output.pairs_max_group": _at_least(1),
     "spark.min_fingerprint_partitions": _at_least(0),
     "spark.class_archive": lambda v: None if v.strip() else 'must be "auto", "off" or a folder',
     "spark.driver_jit": lambda v: None if v in ("quick", "full") else 'must be "quick" or "full"',
     "spark.local_numpy_avx512": lambda v: None if v in ("auto", "keep") else 'must be "auto" or "keep"',
-    "spark.local_driver_memory": lambda v: (
-        None
-        if v == "auto" or re.fullmatch(r"[1-9][0-9]*[kmgt]?", v.lower())
-        else 'must be "auto" or a size like "8g"'
-    ),
+    "spark.local_driver_memory": _driver_memory,
     "index.lookup_rows_per_document": _at_least(0),
     # a day count a date can subtract: 0 (keep everything) up to 1000 years
     "index.retention_days": lambda v: (
@@ -335,7 +364,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "monitor.window": _at_least(1),
     "monitor.min_runs": _at_least(1),
     "monitor.min_delta": lambda v: None if v >= 0 else "must be >= 0",
-    "writers.lease_timeout_seconds": lambda v: None if v >= 1 else "must be >= 1",
+    # a lease's heartbeat sleeps a quarter of it; a week is longer than any run should hold a dead lease
+    "writers.lease_timeout_seconds": _between(1, 7 * 86400),
 }
 
 
@@ -350,6 +380,8 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
     if typ is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > INT_MAX:
+                raise ConfigError(f"{key}: {value} is out of range (at most {INT_MAX:,})")
             return value
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if typ is float:

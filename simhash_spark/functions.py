@@ -23,11 +23,26 @@ def _column(col: Column | str) -> Column:
     return F.col(col) if isinstance(col, str) else col
 
 
+def _string(col: Column | str) -> Column:
+    """``col``, failing the query with a message naming it and its type unless it is a string column (a
+    number or bytes would reach the fingerprinting worker and fail there without saying which column).
+    ``typeof`` depends on the type only: Spark folds the test away for a string column."""
+    column = _column(col)
+    shown = col if isinstance(col, str) else str(column)
+    message = F.concat(
+        F.lit(f"simhash: column {shown!r} has type "), F.typeof(column), F.lit("; expected a string column")
+    )
+    return F.when(F.typeof(column) != F.lit("string"), F.raise_error(message)).otherwise(
+        column.cast("string")
+    )
+
+
 def simhash(col: Column | str, config: Config | None = None) -> Column:
     """The 64-bit SimHash of a string column as a signed LONG (the two's-complement view of the unsigned
-    value), under ``config`` (default: the packaged default configuration)."""
+    value), under ``config`` (default: the packaged default configuration). Another type fails the query
+    with a message naming the column and its type."""
     model = (config or load_config()).model
-    return _fingerprint_udf(model)(valid_text(_column(col)))[C.FINGERPRINT]
+    return _fingerprint_udf(model)(valid_text(_string(col)))[C.FINGERPRINT]
 
 
 def simhash_hex(col: Column | str, config: Config | None = None) -> Column:

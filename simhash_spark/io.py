@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 from simhash_spark import columns as C
 from simhash_spark.config import Config
 from simhash_spark.errors import ConfigError, InputError, essence
-from simhash_spark.storage import FileSystem
+from simhash_spark.storage import FileSystem, literal
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.clusters import policy_column
 
@@ -48,13 +48,14 @@ def open_input(
             return spark.read.table(table), []
         assert path is not None
         files = _listing(spark, path)
+        read_path = literal(path) if _exists_literally(spark, path) else path
         if allow_empty and files is not None and not [f for f in files if not _hidden(f)]:
             if FileSystem(spark, path).is_dir(path):
                 log.warning("input %s: a folder without data files, taken as an empty input", path)
                 return None, [f for f in files if f.lower().endswith(".parquet")]
         # merging schemas reads every file's footer; a single file has a single schema
         merge = files is None or sum(1 for f in files if not _hidden(f)) > 1
-        df = spark.read.option("mergeSchema", str(merge).lower()).parquet(path)
+        df = spark.read.option("mergeSchema", str(merge).lower()).parquet(read_path)
     except Exception as e:  # AnalysisException for a missing path, a JVM error for a corrupt file
         what = f"table {table!r}" if table else f"input {path!r}"
         raise InputError(f"cannot read {what}: {essence(e)}") from None
@@ -79,11 +80,15 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
+def _exists_literally(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` names an existing file or folder as written: then characters Spark would read as a
+    pattern (``a[1]``) are part of its name."""
+    return FileSystem(spark, path).exists(path)
+
+
 def _listing(spark: SparkSession, path: str) -> list[str] | None:
     """The files below a folder ``path`` (relative), ``[]`` for a file, ``None`` for a glob or a missing
-    path (Spark reports that)."""
-    if _GLOB.search(path):
-        return None
+    path (Spark reports that). A path that exists as written is no glob, whatever characters it holds."""
     fs = FileSystem(spark, path)
     if not fs.exists(path):
         return None
@@ -97,7 +102,7 @@ def _refuse_skipped_files(spark: SparkSession, path: str, df: DataFrame, files: 
         return
     root = FileSystem(spark, path).qualified(path).rstrip("/")
     read = {_comparable(f) for f in df.inputFiles()}
-    skipped = [r for r in files if not _hidden(r) and _comparable(f"{root}/{r}") not in read]
+    skipped = [r for r in files if not _hidden(r) and _comparable_path(f"{root}/{r}") not in read]
     if skipped:
         raise InputError(
             f"input {path!r}: {len(skipped)} file(s) under it would not be read, e.g. "
@@ -108,9 +113,21 @@ def _refuse_skipped_files(spark: SparkSession, path: str, df: DataFrame, files: 
 
 
 def _comparable(uri: str) -> str:
+    """A file Spark read (a URI: ``#`` and ``%`` in names are percent-encoded) as ``_comparable_path``."""
     parsed = urlparse(uri)
     p = unquote(parsed.path)
     return os.path.realpath(p) if parsed.scheme in ("", "file") else f"{parsed.scheme}://{parsed.netloc}{p}"
+
+
+def _comparable_path(path: str) -> str:
+    """A file system path (``file:///x/a#b``, ``hdfs://nn/x``: nothing encoded) in one comparable form."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        return os.path.realpath(path)
+    if scheme == "file":
+        return os.path.realpath("/" + rest.lstrip("/"))
+    netloc, _, p = rest.partition("/")
+    return f"{scheme}://{netloc}/{p}"
 
 
 def empty_input(spark: SparkSession, cfg: Config, *, id_type: str) -> DataFrame:
@@ -243,7 +260,8 @@ def check_locations(
     overlap each other: a replaced output or a cleaned index would delete the data being read."""
     inputs: list[tuple[str, str]] = []
     if input_path:
-        inputs.append((f"--input {input_path}", _glob_root(input_path)))
+        root = input_path if _exists_literally(spark, input_path) else _glob_root(input_path)
+        inputs.append((f"--input {input_path}", root))
     if input_table:
         location = table_location(spark, input_table)
         if location:

@@ -14,8 +14,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from simhash_spark import class_archive
-from simhash_spark.config import Config
+from simhash_spark.config import Config, size_bytes
 from simhash_spark.core.cpu import avx512_targets, slow_avx512_sort
+from simhash_spark.errors import ConfigError
 
 log = logging.getLogger(__name__)
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -78,6 +79,10 @@ def _defaults(cfg: Config, local: bool) -> dict[str, str]:
         # partitions every stage downstream ran 200 mostly empty tasks and every output came out as up
         # to 200 files. true lets adaptive execution size them from the data, whoever launched the job.
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        # Spark writes timestamps as INT96 by default, which readers take as zone-less nanoseconds: a
+        # passthrough timestamp would come back without being an instant. As microseconds adjusted to UTC
+        # (Parquet's own timestamp type) it comes back as the same instant, in UTC.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     if local:
         # Local development: no progress bars over the job's own progress line, and shuffle partitions
@@ -191,6 +196,13 @@ def _local_driver_memory(cfg: Config, settings: dict[str, str]) -> None:
         memory, source = auto_driver_memory(machine_memory_bytes())
     else:
         memory, source = cfg.spark.local_driver_memory, "spark.local_driver_memory"
+        available = machine_memory_bytes()
+        wanted = size_bytes(memory) or 0
+        if available and wanted > available:
+            raise ConfigError(
+                f"spark.local_driver_memory: {memory!r} is more than the {available / (1 << 30):.1f} GiB this "
+                "run may use (the machine's or its container's memory); give a smaller size or \"auto\""
+            )
     settings[DRIVER_MEMORY] = memory
     settings[DRIVER_MEMORY_CHOSEN] = source
     _started = DriverJvm(memory, source)

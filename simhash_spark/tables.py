@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 
 from simhash_spark import columns as C
 from simhash_spark.config import Config
-from simhash_spark.errors import OutputError
+from simhash_spark.errors import OutputError, essence
 from simhash_spark.io import OUTPUTS, describe_table, quote_identifier, sql_string
 from simhash_spark.storage import join, literal
 
@@ -74,7 +74,10 @@ class OutputTables:
 
     def check(self, spark: SparkSession, *, overwrite: bool) -> None:
         """Before any work: every existing target is one this job created in this layout, and (without
-        ``overwrite``) holds nothing the run would replace; the database the tables go in exists."""
+        ``overwrite``) holds nothing the run would replace; the database the tables go in exists; the
+        session can create tables in ``output.table_format``."""
+        if self.partitioned and self.names:
+            _check_format(spark, self.table_format)
         for database in sorted({t.rpartition(".")[0] for t in self.names.values()} - {""}):
             if not spark.catalog.databaseExists(database):
                 raise OutputError(
@@ -148,6 +151,24 @@ def _check_partitioned(spark: SparkSession, table: str, name: str) -> None:
 
 def _holds_date(spark: SparkSession, table: str, run_date: str | None) -> bool:
     return not spark.read.table(table).where(F.col(C.RUN_DATE) == F.lit(run_date)).limit(1).isEmpty()
+
+
+def _check_format(spark: SparkSession, table_format: str) -> None:
+    """The session has a data source for ``table_format`` (Delta, Iceberg and Hudi need their packages and
+    catalog settings), else exit 2 before any work instead of failing at the write."""
+    jvm = getattr(spark, "_jvm", None)
+    session = getattr(spark, "_jsparkSession", None)
+    if jvm is None or session is None:  # Spark Connect: the server checks it when the table is created
+        return
+    try:
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            table_format, session.sessionState().conf()
+        )
+    except Exception as e:
+        raise OutputError(
+            f"output.table_format: {table_format!r} is not a data source this Spark session has ({essence(e)}); "
+            "add its package and catalog settings (docs/deploy.md, Catalog tables) or use 'parquet'"
+        ) from None
 
 
 def _create_if_absent(

@@ -268,3 +268,21 @@ def test_ids_are_counted_by_their_hashes_and_duplicates_confirmed_by_the_ids(spa
         validate_ids(totals, twice, cfg, source="in")
     # as if two distinct ids had hashed alike: the ids show no duplicate, so nothing is wrong
     validate_ids({"rows": 40, "non_null": 40, "distinct": 39}, unique, cfg, source="in")
+
+
+def test_a_table_format_the_session_lacks_is_refused_before_any_work(tmp_path, capsys):
+    """Delta without its package: the run used to fail at the table write, after all the work."""
+    inp = write(tmp_path, pa.table({"id": ["a", "b"], "text": [TEXT, TEXT + "。"]}))
+    extra = [
+        "--output-table-prefix",
+        "nodelta_",
+        "--run-date",
+        "2026-11-01",
+        "--set",
+        "output.table_layout=partitioned",
+        "--set",
+        "output.table_format=delta",
+    ]
+    code, err = run(dedup(inp, tmp_path / "out", *extra), capsys)
+    assert code == 2 and "output.table_format: 'delta' is not a data source this Spark session has" in err
+    assert not (tmp_path / "out").exists() and "stage fingerprint" not in err

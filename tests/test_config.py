@@ -52,7 +52,7 @@ def test_frozen():
         ("bands.scheme=4x16", "match.max_distance: 12 is too large for bands.scheme='4x16'"),
         ("index.scheme=4x16", "index.scheme: no longer a setting: index format 4 stores each entry once"),
         ("index.lookup_rows_per_document=-1", "index.lookup_rows_per_document: must be >= 0"),
-        ("writers.lease_timeout_seconds=0", "writers.lease_timeout_seconds: must be >= 1"),
+        ("writers.lease_timeout_seconds=0", "writers.lease_timeout_seconds: must be between 1 and 604800"),
         ("match.max_distance=3\nbands.scheme=4x16", "must be on one line"),
         ("title.rule=xor", "title.rule: must be one of"),
         ("title.max_distance=20", "title.max_distance: must be between 0 and 16"),
@@ -75,6 +75,22 @@ def test_frozen():
         ("index.max_drop_fraction=nan", "index.max_drop_fraction: expected a finite number"),
         ("monitor.max_factor=-inf", "monitor.max_factor: expected a finite number"),
         ("index.retention_days=-1", "index.retention_days: must be 0..365000"),
+        # values the configuration took and the run could not use (exit 1 later, or a traceback)
+        (
+            "spark.local_driver_memory='512'",
+            "spark.local_driver_memory: '512' is 512 bytes: Spark needs at least",
+        ),
+        ("output.table_format='x'", "output.table_format: must be one of"),
+        (
+            "spark.arrow_batch_size=100000000000000000000000",
+            "spark.arrow_batch_size: 100000000000000000000000 is out",
+        ),
+        ("spark.arrow_batch_size=2000000", "spark.arrow_batch_size: must be between 1 and 1e+06"),
+        (
+            "writers.lease_timeout_seconds=1e308",
+            "writers.lease_timeout_seconds: must be between 1 and 604800",
+        ),
+        ("bands.hot_bucket_limit=3000000000", "bands.hot_bucket_limit: 3000000000 is out of range"),
         ("index.retention_days=100000000", "index.retention_days: must be 0..365000"),
         ("index.max_drop_fraction=1.5", "index.max_drop_fraction: must be between 0 and 1"),
         ("match.sketch_bands=yes", 'match.sketch_bands: expected "auto", true or false'),
@@ -229,3 +245,15 @@ def test_overrides_as_a_mapping_round_trip_and_validate():
         with_overrides(load_config(), {"match.max_distance": "ten"})
     with pytest.raises(ConfigError, match=r"expected section\.key"):
         with_overrides(load_config(), {"max_distance": 3})
+
+
+def test_a_local_driver_heap_larger_than_the_machine_is_refused_before_the_jvm_starts(monkeypatch):
+    from simhash_spark import session
+
+    monkeypatch.setattr(session, "machine_memory_bytes", lambda: 8 << 30)
+    monkeypatch.setattr(session, "_driver_memory_set_elsewhere", lambda settings: False)
+    settings: dict = {}
+    with pytest.raises(ConfigError, match=r"spark.local_driver_memory: '100000g' is more than the 8.0 GiB"):
+        session._local_driver_memory(load_config(overrides=["spark.local_driver_memory='100000g'"]), settings)
+    session._local_driver_memory(load_config(overrides=["spark.local_driver_memory='4g'"]), settings)
+    assert settings[session.DRIVER_MEMORY] == "4g"

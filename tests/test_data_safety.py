@@ -186,6 +186,45 @@ def test_a_missing_database_is_refused_before_any_work(spark, tmp_path, capsys):
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["c.parquet"]
 
 
+@pytest.mark.parametrize("name", ["a[1]", "b#c", "d%20e", "f{g,h}"])
+def test_an_input_folder_whose_name_holds_pattern_or_url_characters_is_read_as_named(tmp_path, capsys, name):
+    """A folder that exists as written is the input, whatever characters its name holds: not a pattern
+    (``a[1]`` matched nothing, or another folder), not a URL (``#`` began a fragment, ``%20`` was decoded)."""
+    folder = tmp_path / name
+    folder.mkdir()
+    corpus(folder / "part-0.parquet")
+    (tmp_path / "a1").mkdir()  # what "a[1]" matches as a pattern: never read instead
+    corpus(tmp_path / "a1" / "part-0.parquet", n=2, start=50)
+    code, err = run(capsys, "dedup", "--input", str(folder), "--output", str(tmp_path / "out"))
+    assert code == 0, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["input_rows"] == 6
+
+
+def test_a_passthrough_timestamp_with_a_time_zone_comes_back_as_the_same_instant(tmp_path, capsys):
+    """Spark wrote timestamps as INT96 (zone-less nanoseconds to every reader): the instant was lost."""
+    import datetime
+
+    instant = datetime.datetime(2026, 1, 1, 8, 0, tzinfo=datetime.UTC)
+    ts = pa.array([instant] * 6, pa.timestamp("us", tz="Asia/Shanghai"))
+    inp = corpus(tmp_path / "in.parquet", ts=ts)
+    code, err = run(
+        capsys,
+        "dedup",
+        "--input",
+        str(inp),
+        "--output",
+        str(tmp_path / "out"),
+        "--set",
+        'input.passthrough_columns=["ts"]',
+    )
+    assert code == 0, err
+    for name in ("documents", "deduplicated"):
+        column = pq.read_table(tmp_path / "out" / name).column("ts")
+        assert column.type.tz is not None and column.type.unit == "us", (name, column.type)
+        assert {v.astimezone(datetime.UTC) for v in column.to_pylist()} == {instant}
+
+
 def test_an_index_path_with_pattern_characters_is_read_literally(spark, tmp_path, capsys):
     # Spark reads "[1]" in a path as a pattern: the index's folders are read literally on the Spark path
     index = tmp_path / "index[1]"

@@ -34,3 +34,17 @@ def test_dedup_takes_overrides_as_a_mapping(spark):
     assert res.stats["bands"]["scheme"] == "4x16" and res.stats["bands"]["max_distance"] == 3
     assert res.documents.count() == len(TEXTS) * 2
     res.unpersist()
+
+
+def test_simhash_of_a_number_or_bytes_column_fails_naming_the_column_and_its_type(spark):
+    import pytest
+
+    df = spark.createDataFrame([(1, 2, b"x", "text")], "key long, n int, raw binary, body string")
+    for column, kind in (("n", "int"), ("raw", "binary")):
+        with pytest.raises(
+            Exception, match=rf"simhash: column '{column}' has type {kind}; expected a string"
+        ):
+            df.select(simhash(column)).collect()
+    with pytest.raises(Exception, match=r"has type bigint; expected a string"):
+        df.select(simhash(df.key)).collect()
+    assert df.select(simhash("body")).collect()[0][0] is not None
