@@ -114,7 +114,21 @@ def new_layout(cfg: Config) -> IndexLayout:
 # a Spark lookup collects the batch's distinct probes (and the fingerprints they touched) to push their key
 # ranges down to the Parquet reader when there are at most this many; a larger batch reads the tables whole
 _PUSHED_VALUES = 200_000
-_PUSHED_RANGES = 256  # ranges per table a pushed filter holds
+# ranges per table a pushed filter holds: Spark tests every row read against each of them too
+_PUSHED_RANGES = 64
+
+
+ENTRY_GROUP_ROWS = 128  # entries per row group, about (their texts fill it)
+
+
+def _push_limit(rows: int, group_rows: int) -> int:
+    """How many probes spread over ``rows`` sorted rows still leave most row groups unread: above that a
+    table is read whole, without a filter to test every row against."""
+    return int(min(_PUSHED_VALUES, rows / group_rows / 2))
+
+
+def _worth_pushing(probes: int, rows: int) -> bool:
+    return probes <= _push_limit(rows, K.GROUP_ROWS)
 
 
 def _model_problem(manifest: Manifest, cfg: Config, path: str) -> str | None:
@@ -280,7 +294,8 @@ class IndexSession:
         """The stored entries (``ENTRY_COLUMNS``, every run date) whose fingerprint is one of
         ``fingerprints`` (``fingerprint``), their fingerprint ranges pushed down when few."""
         snaps = self.snapshots if snapshots is None else snapshots
-        ranges = _pushed(fingerprints, F.col(C.FINGERPRINT), F.col(C.FINGERPRINT), ctx)
+        limit = _push_limit(sum(s.docs_rows for s in snaps), ENTRY_GROUP_ROWS)
+        ranges = _pushed(fingerprints, F.col(C.FINGERPRINT), F.col(C.FINGERPRINT), limit)
         read = read_entries(self.spark, self.store.partition_dirs(snaps, ENTRIES, None), ranges)
         if read is None:
             return None
@@ -292,7 +307,9 @@ class IndexSession:
         """The entries (``id``, ``run_date``) of the given snapshots whose id is one of ``ids`` (``id``):
         the id table gives the fingerprints of the entries with one of their hashes, these the entries."""
         hashes = ids.select(F.xxhash64(C.ID).alias(C.INDEX_KEY))
-        ranges = _pushed(hashes, F.col(C.INDEX_KEY), F.col(C.INDEX_KEY), ctx)
+        snaps = self.snapshots if snapshots is None else snapshots
+        limit = _push_limit(sum(s.docs_rows for s in snaps), K.GROUP_ROWS)
+        ranges = _pushed(hashes, F.col(C.INDEX_KEY), F.col(C.INDEX_KEY), limit)
         stored = read_key_rows(
             self.spark,
             self._key_dirs([K.ID_TABLE], snapshots),
@@ -322,17 +339,21 @@ class IndexSession:
         sketch = [t for t in self.layout.tables() if t >= K.FIRST_SKETCH_TABLE]
         per_document = plan.probes_per_document() + len(sketch)
         # the probes' key ranges, pushed down to the reader, when few enough to collect
-        ranges = _probe_ranges(probes, plan) if documents * per_document <= _PUSHED_VALUES else None
+        masks = plan.probes_per_document() // plan.windows
+        pushed = _worth_pushing(documents * masks, self._entry_counts()[0])
+        ranges = (
+            _probe_ranges(probes, plan) if pushed and documents * per_document <= _PUSHED_VALUES else None
+        )
         stored = read_key_rows(self.spark, self._key_dirs([*plan.tables(), *sketch]), ranges)
         if stored is None:
             return None, 0
         stored = ctx.persist(stored)
         key_rows_read = stored.count()
         found = ctx.persist(touched_fingerprints(probes, stored, max_distance=k, plan=plan))
-        entries = self._entries_of(found, ctx)
-        if entries is None:
+        read = self._entries_of(found, ctx)
+        if read is None:
             return None, key_rows_read
-        return earliest_entries(self.visible(entries)), key_rows_read
+        return earliest_entries(self.visible(read)), key_rows_read
 
     def lookup(
         self,
@@ -589,11 +610,13 @@ class IndexSession:
         self.lease.release()
 
 
-def _pushed(values: DataFrame, lo: Column, hi: Column, ctx: RunContext) -> list[tuple[int, int]] | None:
+def _pushed(values: DataFrame, lo: Column, hi: Column, limit: int) -> list[tuple[int, int]] | None:
     """The distinct [lo, hi] ranges of ``values`` merged into at most ``_PUSHED_RANGES``, for a reader to
-    skip the row groups outside them; None when there are more than ``_PUSHED_VALUES`` (read everything)."""
-    rows = values.select(lo.alias("lo"), hi.alias("hi")).distinct().limit(_PUSHED_VALUES + 1).collect()
-    if len(rows) > _PUSHED_VALUES:
+    skip the row groups outside them; None when there are more than ``limit`` (read everything)."""
+    if limit < 1:
+        return None
+    rows = values.select(lo.alias("lo"), hi.alias("hi")).distinct().limit(limit + 1).collect()
+    if len(rows) > limit:
         return None
     los = np.array([r["lo"] for r in rows], dtype=np.int64)
     his = np.array([r["hi"] for r in rows], dtype=np.int64)
