@@ -22,9 +22,9 @@ from pathlib import Path
 
 
 def build(workdir: Path, cfg, per_day: int) -> dict:
-    from index_check import random_sketch, real_entries  # bench/ runs as a script folder
     from pyspark.sql import functions as F
 
+    from bench.index_check import random_sketch, real_entries
     from simhash_spark import columns as C
     from simhash_spark.core.index_model import ENTRY_COLUMNS, Manifest, RunRecord, model_signature
     from simhash_spark.index.session import new_layout
@@ -155,7 +155,7 @@ def main() -> None:
             "rows": s["input_rows"],
             "matched_index": s["index"]["batch_documents_matched"],
             "index": {
-                k: s["index"][k]
+                k: s["index"].get(k)
                 for k in (
                     "entries_before",
                     "snapshots_read",
