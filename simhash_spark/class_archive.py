@@ -11,10 +11,16 @@ The protocol, per archive key (the Java installation, the Spark jars, the driver
    The JVM writes the archive when it exits, after the run's result is out: the process has returned,
    but the JVM still holds its standard output, so a caller that reads that output to its end waits for
    the archive too (once per key).
+   One run writes at a time: it holds ``<key>.lock`` (created only if absent, naming its process); a
+   run that finds a live lock or a live writer runs without an archive.
 2. A later run that finds such a record whose JVM is gone checks the archive in a separate JVM with
    ``-Xshare:on`` (which refuses an incomplete or mismatched archive instead of using it: the JVM crashes
-   on a truncated one even in its default mode) and only then renames it to ``<key>.jsa``.
-3. A run that finds ``<key>.jsa`` maps it. A rename is atomic: a reader sees a checked archive or none.
+   on a truncated one even in its default mode), writes its size and checksum beside it
+   (``<key>.jsa.sum``) and only then renames it to ``<key>.jsa``.
+3. A run that finds ``<key>.jsa`` maps it once its size and checksum are those recorded: an archive
+   truncated or changed since (a full disk, a bad copy) is removed, never mapped. A rename is atomic: a
+   reader sees a checked archive or none. A driver JVM that still fails to start with an archive is
+   started again without it, and the archive removed (``discard``): a cache never breaks a run.
 4. Every run settles every temporary of the directory, whatever its key: a writer that is gone has its
    archive checked and renamed, or removed; an unrecorded temporary no process names is removed. A run
    that fails ends its JVM before it writes an archive (``abandon``). At most ``KEEP`` archives stay, the
@@ -37,6 +43,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import xxhash
 
 from simhash_spark.lease import pid_alive
 
@@ -150,6 +158,75 @@ def _key_of(archive: Path) -> str:
     return archive.name.split(".", 1)[0]
 
 
+SUM = ".sum"
+
+
+def _digest(path: Path) -> dict[str, object]:
+    """``path``'s size and xxh64 (a 200 MB archive reads in a fraction of a second from the page cache)."""
+    h = xxhash.xxh64()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return {"size": path.stat().st_size, "xxh64": h.hexdigest()}
+
+
+def seal(archive: Path, final: Path) -> None:
+    """Record ``archive``'s size and checksum as ``final``'s, then rename it to ``final``: a reader that
+    finds ``final`` finds its record."""
+    record = final.with_name(final.name + SUM)
+    partial = record.with_name(record.name + ".partial")
+    partial.write_text(json.dumps(_digest(archive)), "utf-8")
+    os.replace(partial, record)
+    os.replace(archive, final)
+
+
+def verified(final: Path) -> bool:
+    """Whether ``final`` is whole: its size and checksum are the ones recorded when it was sealed."""
+    try:
+        recorded = json.loads(final.with_name(final.name + SUM).read_text("utf-8"))
+        if final.stat().st_size != recorded["size"]:
+            return False
+        return bool(_digest(final) == recorded)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def remove_archive(final: Path) -> None:
+    final.unlink(missing_ok=True)
+    final.with_name(final.name + SUM).unlink(missing_ok=True)
+
+
+def _lock_path(directory: Path, key: str) -> Path:
+    return directory / f"{key}.lock"
+
+
+def _take_lock(directory: Path, key: str) -> bool:
+    """Create ``<key>.lock`` naming this process, if and only if no live process holds it (a dead
+    holder's lock is taken over once)."""
+    lock = _lock_path(directory, key)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(json.loads(lock.read_text("utf-8"))["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                holder = -1  # being written, or unreadable: another run's
+                with contextlib.suppress(OSError):
+                    if time.time() - lock.stat().st_mtime < 60:
+                        return False
+            if holder == os.getpid():
+                return True  # this process's own (one driver JVM a process: re-entered, not raced)
+            if holder > 0 and pid_alive(holder):
+                return False
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps({"pid": os.getpid()}))
+        return True
+    return False
+
+
 def _settle_recorded(directory: Path, key: str, java: Path) -> bool:
     """Check and rename the archives of recorded writers whose JVMs are gone, whatever their key (a
     temporary is never left for a run of its own key to come); drop what cannot be used. Returns whether
@@ -165,12 +242,13 @@ def _settle_recorded(directory: Path, key: str, java: Path) -> bool:
                 continue
             checker = Path(info.get("java") or java)
             if archive.exists() and not final.exists() and _checks(checker, archive, str(info["classpath"])):
-                os.replace(archive, final)
+                seal(archive, final)
                 log.info("JVM class archive checked: %s", final)
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.debug("dropping the class archive record %s: %s", record, e)
         archive.unlink(missing_ok=True)
         record.unlink(missing_ok=True)
+        _lock_path(directory, _key_of(archive)).unlink(missing_ok=True)
     return busy
 
 
@@ -200,7 +278,7 @@ def _prune(directory: Path) -> None:
         with contextlib.suppress(OSError):  # removed by another run meanwhile
             archives.append((path.stat().st_mtime, path))
     for _, old in sorted(archives, reverse=True)[KEEP:]:
-        old.unlink(missing_ok=True)
+        remove_archive(old)
 
 
 def plan(directory: Path, jars: Path, driver_memory: str, now: float | None = None) -> Plan:
@@ -217,12 +295,19 @@ def plan(directory: Path, jars: Path, driver_memory: str, now: float | None = No
     key = archive_key(java, release, jars, driver_memory)
     final = directory / f"{key}.jsa"
     busy = _settle(directory, key, java, now)  # also clears what runs that lost a race to write left
+    if final.exists() and not verified(final):
+        log.warning(
+            "JVM class archive %s is not the one written (its size or checksum differs): removed; this run "
+            "starts without it and a later one writes it again",
+            final,
+        )
+        remove_archive(final)
     if final.exists():
         with contextlib.suppress(OSError):  # another user's archive: used all the same
             os.utime(final)  # the most recently used are kept
         _prune(directory)
         return Plan("using", f"-XX:SharedArchiveFile={final} {QUIET}", final)
-    if busy:
+    if busy or not _take_lock(directory, key):
         return Plan("busy")
     _prune(directory)
     temp = directory / f"{key}.{os.getpid()}.tmp"
@@ -252,6 +337,20 @@ def abandon(plan: Plan, jvm_pid: int, timeout_s: float = 30.0) -> None:
             time.sleep(0.05)
     plan.path.unlink(missing_ok=True)
     plan.path.with_name(plan.path.name + ".json").unlink(missing_ok=True)
+    _lock_path(plan.path.parent, _key_of(plan.path)).unlink(missing_ok=True)
+
+
+def discard(plan: Plan) -> None:
+    """A driver JVM did not start with ``plan``'s options: the archive it mapped goes (the next run writes
+    it again), or the one it was to write, with its lock."""
+    if plan.path is None:
+        return
+    if plan.state == "using":
+        remove_archive(plan.path)
+    elif plan.state == "writing":
+        plan.path.unlink(missing_ok=True)
+        plan.path.with_name(plan.path.name + ".json").unlink(missing_ok=True)
+        _lock_path(plan.path.parent, _key_of(plan.path)).unlink(missing_ok=True)
 
 
 def wait_for_writers(directory: Path, timeout_s: float) -> bool:

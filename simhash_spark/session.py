@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from simhash_spark import class_archive
 from simhash_spark.config import Config, size_bytes
 from simhash_spark.core.cpu import avx512_targets, slow_avx512_sort
-from simhash_spark.errors import ConfigError
+from simhash_spark.errors import ConfigError, essence
 
 log = logging.getLogger(__name__)
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -331,7 +331,21 @@ def build_session(
             settings[JAVA_OPTIONS] = options
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:
+        if archive is None or archive.state not in ("using", "writing"):
+            raise
+        # a class archive the checks passed that this JVM still cannot map: never let the cache break a run
+        log.warning(
+            "the driver JVM did not start with its class archive %s (%s): the archive is removed and the JVM "
+            "started again without it",
+            archive.path,
+            essence(e),
+        )
+        class_archive.discard(archive)
+        archive = None
+        spark = builder.config(JAVA_OPTIONS, _driver_java_options(cfg, None)).getOrCreate()
     if archive is not None:
         _archive_started(spark, archive)
     batch = "spark.sql.execution.arrow.maxRecordsPerBatch"

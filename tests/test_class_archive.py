@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -62,14 +63,15 @@ def test_first_run_writes_then_later_runs_use_the_checked_archive(tmp_path, jars
     second = ca.plan(cache, jars, "")
     assert second.state == "using" and second.path == cache / f"{first.path.name.split('.')[0]}.jsa"
     assert f"-XX:SharedArchiveFile={second.path}" in second.options and "-Xlog:cds=off" in second.options
-    assert sorted(p.name for p in cache.iterdir()) == [second.path.name]  # temp and record gone
+    sealed = [second.path.name, second.path.name + ".sum"]
+    assert sorted(p.name for p in cache.iterdir()) == sealed  # temp, record and lock gone; size and checksum
     assert ca.plan(cache, jars, "").state == "using"
     # a run that wrote the same archive in a race: its copy is cleared, the archive in place kept
     racer = cache / f"{second.path.stem}.77.tmp"
     racer.write_bytes(b"a whole archive, as good as the first")
     ca.record_writer(ca.Plan("writing", "", racer), writer.pid, str(tmp_path))
     assert ca.plan(cache, jars, "").state == "using"
-    assert sorted(p.name for p in cache.iterdir()) == [second.path.name]
+    assert sorted(p.name for p in cache.iterdir()) == sealed
 
 
 def test_a_truncated_archive_is_dropped_not_used(tmp_path, jars, monkeypatch):
@@ -144,8 +146,10 @@ def test_dead_writers_temporaries_of_other_keys_are_settled_at_once(tmp_path, ja
     ca.record_writer(ca.Plan("writing", "", broken), writer.pid, str(tmp_path))
     assert other.path is not None
     mine = ca.plan(cache, jars, "")
-    assert mine.state == "writing"
-    assert sorted(p.name for p in cache.iterdir()) == [f"{other.path.name.split('.')[0]}.jsa"]
+    assert mine.state == "writing" and mine.path is not None
+    kept = f"{other.path.name.split('.')[0]}.jsa"
+    lock = f"{mine.path.name.split('.')[0]}.lock"  # this run writes its own key's
+    assert sorted(p.name for p in cache.iterdir()) == sorted([kept, kept + ".sum", lock])
 
 
 def test_a_failed_run_leaves_no_archive(tmp_path, jars):
@@ -184,19 +188,120 @@ def test_the_key_follows_what_the_archive_depends_on(tmp_path, jars):
     assert ca.archive_key(java, release, jars, "") != key
 
 
+def _sealed(final: Path, content: bytes = b"x") -> None:
+    """An archive as a checked writer leaves it: its size and checksum beside it."""
+    staged = final.with_name(final.name + ".staged")
+    staged.write_bytes(content)
+    ca.seal(staged, final)
+
+
+def _key(jars: Path) -> str:
+    java = _java()
+    return ca.archive_key(java, ca.java_release(java), jars, "")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bits-flipped", "no-record"])
+def test_an_archive_changed_since_it_was_checked_is_removed_not_mapped(tmp_path, jars, damage):
+    """A full disk, a bad copy or a bit flip after the archive was checked: the JVM would crash mapping
+    it (JAVA_GATEWAY_EXITED, every later run too). Its size and checksum no longer match: removed, and
+    the run starts without it (and writes it again)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    final = cache / f"{_key(jars)}.jsa"
+    _sealed(final, bytes(range(256)) * 64)
+    if damage == "truncated":
+        final.write_bytes(final.read_bytes()[:1000])
+    elif damage == "bits-flipped":
+        data = bytearray(final.read_bytes())
+        data[5000] ^= 0x41
+        final.write_bytes(bytes(data))
+    else:
+        final.with_name(final.name + ".sum").unlink()  # an archive of an earlier version, never recorded
+    again = ca.plan(cache, jars, "")
+    assert again.state == "writing" and not final.exists()
+    assert not final.with_name(final.name + ".sum").exists()
+    _sealed(final, b"whole")
+    assert ca.plan(cache, jars, "").state == "using"  # a whole one is mapped
+
+
+def test_one_run_writes_the_archive_at_a_time_and_a_dead_writers_lock_is_taken_over(tmp_path, jars):
+    """Runs started together on an empty cache: one writes, the others run without (each wrote a 190 MB
+    temporary before). A lock whose process is gone does not hold the archive back."""
+    cache = tmp_path / "cache"
+    # each racer, as a run, lives on after it planned (until told to end)
+    code = (
+        "import sys; from pathlib import Path; from simhash_spark import class_archive as ca; "
+        "print(ca.plan(Path(sys.argv[1]), Path(sys.argv[2]), '').state, flush=True); sys.stdin.read()"
+    )
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(cache), str(jars)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    states = sorted(p.stdout.readline().strip() for p in racers if p.stdout is not None)
+    for p in racers:
+        p.communicate(timeout=60)
+    assert states == ["busy", "busy", "busy", "writing"], states
+    # the winner's process is gone, its JVM never recorded: the next run takes the lock over and writes
+    assert ca.plan(cache, jars, "").state == "writing"
+    holder = subprocess.Popen(["sleep", "30"])
+    try:
+        lock = cache / f"{_key(jars)}.lock"
+        lock.write_text(json.dumps({"pid": holder.pid}))
+        assert ca.plan(cache, jars, "").state == "busy"  # a live holder
+    finally:
+        holder.kill()
+        holder.wait()
+    assert ca.plan(cache, jars, "").state == "writing"
+
+
+def test_a_driver_jvm_that_fails_with_its_archive_starts_again_without_it(tmp_path, jars, monkeypatch, spark):
+    """Whatever the checks let through: a JVM that does not start with the archive is started again
+    without it, and the archive removed, so the next run does not fail the same way."""
+    from pyspark.sql import SparkSession
+
+    from simhash_spark import session
+
+    final = tmp_path / "cache" / "0123456789abcdef.jsa"
+    final.parent.mkdir()
+    _sealed(final)
+    plan = ca.Plan("using", f"-XX:SharedArchiveFile={final}", final)
+    monkeypatch.setattr(session, "_jvm_running", lambda: True)
+    monkeypatch.setattr(session, "_starts_driver_jvm", lambda settings: True)
+    monkeypatch.setattr(session, "_class_archive", lambda cfg, memory: plan)
+    started: list[str] = []
+    original = SparkSession.Builder.getOrCreate
+
+    def get_or_create(builder):
+        options = builder._options.get(session.JAVA_OPTIONS, "")
+        started.append(options)
+        if "SharedArchiveFile" in options:
+            raise RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port")
+        return original(builder)
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", get_or_create)
+    assert session.build_session(load_config()) is spark
+    assert len(started) == 2 and "SharedArchiveFile" not in started[1]
+    assert not final.exists() and not final.with_name(final.name + ".sum").exists()
+
+
 def test_only_the_most_recently_used_archives_are_kept(tmp_path, jars):
     cache = tmp_path / "cache"
     cache.mkdir()
     for i in range(5):
         old = cache / f"{i:016x}.jsa"
-        old.write_bytes(b"x")
+        _sealed(old)
         os.utime(old, (1000 + i, 1000 + i))
     ca.plan(cache, jars, "")  # writing a new one makes room
     assert sorted(p.name for p in cache.glob("*.jsa")) == [f"{i:016x}.jsa" for i in (3, 4)]
     # a run that uses an archive prunes too, its own being the most recently used
     java = _java()
     mine = cache / f"{ca.archive_key(java, ca.java_release(java), jars, '')}.jsa"
-    mine.write_bytes(b"x")
+    _sealed(mine)
     os.utime(mine, (900, 900))
     assert ca.plan(cache, jars, "").state == "using"
     assert sorted(p.name for p in cache.glob("*.jsa")) == sorted([mine.name, f"{4:016x}.jsa"])
@@ -248,7 +353,8 @@ def test_a_session_leaves_the_driver_jvm_to_the_user_when_told(tmp_path, monkeyp
     assert session._class_archive(off, "") is None
     monkeypatch.setattr(session, "_jvm_running", lambda: True)  # the test session's JVM: nothing to plan
     assert not session._starts_driver_jvm({})
-    assert [p.name for p in (tmp_path / "c").iterdir()] == []  # planned, nothing written before a JVM runs
+    # planned: no archive before a JVM runs, only the lock that keeps other runs from writing it too
+    assert [p.suffix for p in (tmp_path / "c").iterdir()] == [".lock"]
 
 
 def test_the_driver_jvm_compiles_quickly_unless_told(tmp_path, jars):
