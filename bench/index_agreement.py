@@ -32,20 +32,15 @@ DATES = [f"2026-10-{d:02d}" for d in range(1, 29)]
 
 
 def union_find(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    parent: dict[str, str] = {}
+    """Each node of ``pairs`` → the smallest node of its component (the job's own labelling)."""
+    import numpy as np
 
-    def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    from simhash_spark.core.components import component_labels
 
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return {x: find(x) for x in parent}
+    if not pairs:
+        return {}
+    nodes, labels = component_labels(np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]))
+    return dict(zip(nodes.tolist(), labels.tolist(), strict=True))
 
 
 def run(args: list[str], overrides: list[str]) -> None:

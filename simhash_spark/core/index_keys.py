@@ -61,12 +61,6 @@ def tables(sketch_bands: bool) -> list[int]:
     return list(range(FIRST_SKETCH_TABLE + (BANDS if sketch_bands else 0)))
 
 
-def table_kind(table: int) -> str:
-    if table == ID_TABLE:
-        return "id"
-    return "segment" if table < FIRST_SKETCH_TABLE else "sketch"
-
-
 def sketch_prefix(key: np.ndarray) -> np.ndarray:
     return np.asarray(key, dtype=np.int64) >> SKETCH_PREFIX_SHIFT
 

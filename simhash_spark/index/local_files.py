@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -207,12 +207,10 @@ def read_entries(
 
 @dataclass
 class Reads:
-    """What a lookup read: key rows of the row groups read (of how many in the tables), entry rows."""
+    """What a lookup read: the key rows and the entry rows of the row groups it read."""
 
     key_rows_read: int = 0
-    key_tables_read: int = 0
     entry_rows_read: int = 0
-    per_table: dict[int, int] = field(default_factory=dict)
 
 
 def _folders(store: IndexStore, snapshots: list[Snapshot], table: int) -> list[str]:
@@ -231,10 +229,7 @@ def key_lookup(
 
     with ThreadPoolExecutor(_READERS) as pool:
         found = list(pool.map(one, wanted))
-    for p, (_, n) in zip(wanted, found, strict=True):
-        reads.key_rows_read += n
-        reads.per_table[p.table] = n
-    reads.key_tables_read += len(wanted)
+    reads.key_rows_read += sum(n for _, n in found)
     return [rows for rows, _ in found]
 
 

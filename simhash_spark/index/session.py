@@ -197,23 +197,15 @@ class IndexSession:
         rebuild: bool,
     ) -> IndexSession:
         path = store.root
+        created = False
         if manifest is None:
             manifest = Manifest(version=0, model=_signature(cfg), layout=new_layout(cfg), id_type="")
-            if store.create(manifest):
+            created = store.create(manifest)
+            if created:
                 log.info("index %s: new index (sketch bands: %s)", path, manifest.layout.sketch_bands)
-                return cls(
-                    spark,
-                    store,
-                    path,
-                    run_date,
-                    manifest,
-                    lease,
-                    0,
-                    created=True,
-                    rows_per_document=cfg.index.lookup_rows_per_document,
-                )
-            manifest = store.manifest()  # another writer created it first
-            assert manifest is not None
+            else:
+                manifest = store.manifest()  # another writer created it first
+                assert manifest is not None
         session = cls(
             spark,
             store,
@@ -222,9 +214,11 @@ class IndexSession:
             manifest,
             lease,
             manifest.version,
-            created=False,
+            created=created,
             rows_per_document=cfg.index.lookup_rows_per_document,
         )
+        if created:
+            return session
         problem = _model_problem(manifest, cfg, path)
         if problem and not rebuild:
             raise FingerprintIndexError(problem)

@@ -28,7 +28,7 @@ from simhash_spark.index.store import IndexStore
 from simhash_spark.storage import literal
 from simhash_spark.transforms.classic import spark_context
 from simhash_spark.transforms.fingerprint import add_fingerprints, add_title_fingerprints, is_fingerprinted
-from simhash_spark.transforms.index_rows import key_rows
+from simhash_spark.transforms.index_rows import key_rows, range_filter
 
 # Parquet row groups: a probe reads the key row group its range falls in, a touched entry its entries row
 # group (the texts of its neighbours in fingerprint order)
@@ -192,8 +192,6 @@ def read_key_rows(
 ) -> DataFrame | None:
     """The key rows (``key_table``, ``key``, ``fingerprint``) of the given tables' folders; with ``ranges``,
     only those within one of their table's ranges (pushed down: the reader skips the row groups outside)."""
-    from simhash_spark.transforms.index_rows import range_filter
-
     frames = []
     for table, folders in sorted(folders_by_table.items()):
         if not folders:
@@ -218,8 +216,6 @@ def read_entries(
 ) -> DataFrame | None:
     """The entries (``ENTRY_COLUMNS``) of ``folders``; with ``ranges``, only those whose fingerprint lies in
     one (pushed down)."""
-    from simhash_spark.transforms.index_rows import range_filter
-
     if not folders:
         return None
     rows = read_folders(spark, folders)
