@@ -44,6 +44,7 @@ RUN_DATE = "run_date"
 KEY_TABLE = "key_table"  # index key rows: which table (core.index_keys); the folder keys/key_table=T
 INDEX_KEY = "key"  # index key rows: the key a probe meets (core.index_keys)
 BUCKET_SIZE = "bucket_size"  # fingerprints sharing one band key (hot-bucket detection)
+FLOOD_GROUP = "flood_group"  # the hot buckets' members, gathered into one task (transforms.hot_buckets)
 
 # Columns the job adds to documents/: pass-through columns must not reuse these names.
 RESERVED = (

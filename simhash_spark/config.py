@@ -89,6 +89,8 @@ class BandsConfig:
     auto_max_pairs_per_doc: float = 50.0
     auto_sample_rows: int = 50_000
     hot_bucket_limit: int = 1000
+    flood_max_candidates: int = 4096
+    flood_max_checks: int = 64
     in_task_max_fingerprints: int = 10_000_000
 
 
@@ -338,6 +340,8 @@ _RULES: dict[str, Callable[[Any], str | None]] = {
     "bands.auto_max_pairs_per_doc": lambda v: None if v > 0 else "must be > 0",
     "bands.auto_sample_rows": _at_least(1000),
     "bands.hot_bucket_limit": _at_least(2),
+    "bands.flood_max_candidates": _at_least(1),
+    "bands.flood_max_checks": _at_least(1),
     "bands.in_task_max_fingerprints": _at_least(0),
     "cluster.representative": _representative,
     "cluster.max_iterations": _at_least(1),

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame
 
 from simhash_spark.config import BandsConfig, Config
 from simhash_spark.core.bands import BandScheme
+from simhash_spark.core.flood import FloodLimits
 from simhash_spark.core.link_local import LocalLinked
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import VERIFIED, ThresholdPolicy, VerifyOptions
@@ -34,6 +35,10 @@ class LinkParams:
     title_max_distance: int = 0
     local_max_documents: int = 0  # at most this many documents are linked on the driver (core.link_local)
     sketch_bands: bool = False  # pairs whose sketches share a band are candidates too (core.sketch_bands)
+
+    @property
+    def flood_limits(self) -> FloodLimits:
+        return FloodLimits(self.bands.flood_max_candidates, self.bands.flood_max_checks)
 
     @classmethod
     def from_config(cls, cfg: Config, *, titled: bool) -> LinkParams:
@@ -110,10 +115,11 @@ def link_stats(
     within_k: int,
     by_reason: dict[str, int],
     n_pairs: int,
-    forest_edges: int,
+    flood: Flood,
     sketch: SketchBands | None = None,
 ) -> dict[str, Any]:
-    """``sketch``: what the sketch bands added, when on."""
+    """``flood``: what resolving the hot buckets' members found; ``sketch``: what the sketch bands added,
+    when on."""
     sketch_hot = sketch.hot_keys if sketch is not None else 0
     return {
         "distinct_fingerprints": int(t["fingerprints"]),
@@ -130,7 +136,10 @@ def link_stats(
         "pairs_accepted": n_pairs,
         "pairs_complete": int(t["cut"]) == 0 and design.n_hot == 0 and sketch_hot == 0,
         "hot_buckets": design.n_hot,
-        "hot_bucket_forest_edges": forest_edges,
+        "hot_bucket_forest_edges": flood.edges,
+        # the hot buckets' members, resolved together (core.flood): only where "capped" members reached
+        # the bounds on their work can a cluster miss an edge
+        "flood": {"members": flood.members, "edges": flood.edges, "capped": flood.capped},
         "largest_buckets": design.largest_buckets,
         "groups_written_as_stars": int(t["cut"]),
         "verify": {
@@ -149,6 +158,16 @@ def link_stats(
         },
         **({"sketch_bands": dataclasses.asdict(sketch)} if sketch is not None else {}),
     }
+
+
+@dataclass(frozen=True)
+class Flood:
+    """What resolving the hot buckets' members found: its members, the accepted pairs spanning their
+    clusters, and the members whose work reached ``bands.flood_max_*``."""
+
+    members: int
+    edges: int
+    capped: int
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -20,8 +22,9 @@ from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
 from simhash_spark.context import RunContext, shuffle_partitions
 from simhash_spark.core.bands import BandScheme, parse_scheme
-from simhash_spark.core.bucket_pairs import rank_buckets
+from simhash_spark.core.bucket_pairs import flood_rows, rank_buckets
 from simhash_spark.core.check_filter import SKETCH, CheckFilter, requested
+from simhash_spark.core.flood import DEFAULT_LIMITS, FloodLimits
 from simhash_spark.core.link_local import choose_design_local
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.sketch_bands import drop_hot
@@ -29,6 +32,7 @@ from simhash_spark.core.verify import BY_TITLE
 from simhash_spark.link_model import (
     AtHand,
     Design,
+    Flood,
     Linked,
     LinkParams,
     SketchBands,
@@ -49,7 +53,7 @@ from simhash_spark.transforms.candidates import (
 )
 from simhash_spark.transforms.components import connected_components
 from simhash_spark.transforms.designs import choose_design, design_rules
-from simhash_spark.transforms.hot_buckets import hot_bucket_forest, large_buckets
+from simhash_spark.transforms.hot_buckets import FLOOD_CAPPED, hot_bucket_forest, large_buckets
 from simhash_spark.transforms.identical import (
     GROUP_SIZE,
     cross_group_pair_count,
@@ -273,26 +277,29 @@ def _in_task_join(
     tasks: int,
     sketches: DataFrame | None,
     judge: _Judge | None,
-) -> tuple[Design, DataFrame, int]:
+) -> tuple[Design, DataFrame, list[tuple[int, int]]]:
     """The band join with whole tables sorted inside tasks. The representatives are collected once: the
     design is chosen on the driver from them (``auto``), bucket sizes come out of the join, exact. With
     ``sketches`` (``id``, ``check_summary``), the sketch bands are joined in the same tasks; with
     ``judge``, each pair is judged by the sketch filter there too. Returns the design, the candidates
     (``id_a``, ``id_b``, ``distance``, ``band``: ``SKETCH_PAIR`` for the sketch bands' pairs; judged:
-    ``may_pass``, ``shares_band``) and the number of hot sketch band keys."""
+    ``may_pass``, ``shares_band``) and the hot sketch band keys (band, key)."""
     spark = ident.reps.sparkSession
     summaries = judge.summaries if judge is not None else sketches
     reps = collect_fingerprints(ident.reps, summaries, keys=sketches is not None, sketches=judge is not None)
-    n_sketch_hot = 0
+    sketch_hot: list[tuple[int, int]] = []
     if reps.sketch_keys is not None:
-        cooled, sketch_hot = drop_hot(reps.sketch_keys, bands.hot_bucket_limit)
-        reps, n_sketch_hot = dataclasses.replace(reps, sketch_keys=cooled), len(sketch_hot)
+        cooled, dropped = drop_hot(reps.sketch_keys, bands.hot_bucket_limit)
+        reps, sketch_hot = dataclasses.replace(reps, sketch_keys=cooled), [(h.band, h.key) for h in dropped]
     scheme, report = choose_design_local(
         reps.fingerprints, k, bands.scheme, design_rules(bands, in_task=True)
     )
     if report:
         log.info("bands.scheme=auto chose %s (%s)", scheme.spec, report["reason"])
     masks = scheme.table_masks(k)
+    flood, flood_buckets = flood_rows(
+        reps.fingerprints, np.array(masks, dtype=np.int64), limit=bands.hot_bucket_limit
+    )
     joined = ctx.persist(
         in_task_band_join(
             spark,
@@ -302,31 +309,36 @@ def _in_task_join(
             hot_bucket_limit=bands.hot_bucket_limit,
             tasks=tasks,
             check=judge.check if judge is not None else None,
+            flood=flood if flood.any() else None,
         )
     )
     is_bucket = F.col(C.BUCKET_SIZE).isNotNull()
     largest, hot_keys = rank_buckets(
-        [(r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY]) for r in joined.where(is_bucket).collect()],
+        list(
+            {(r[C.BUCKET_SIZE], r[C.BAND], r[C.KEY]) for r in joined.where(is_bucket).collect()}
+            | set(flood_buckets)
+        ),
         bands.hot_bucket_limit,
     )
+    hot_keys = sorted(set(hot_keys) | {(table, key) for _, table, key in flood_buckets})
     hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
     design = Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task")
     verdicts = [C.MAY_PASS, C.SHARES_BAND] if judge is not None else []
     pairs = joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE, C.BAND, *verdicts)
-    return design, pairs, n_sketch_hot
+    return design, pairs, sketch_hot
 
 
 def _shuffled_sketch_join(
     ident: _Identical, sketches: DataFrame, design: Design, k: int, bands: BandsConfig, ctx: RunContext
-) -> tuple[DataFrame, int]:
-    """The sketch bands' pairs for the shuffled join (``band`` = ``SKETCH_PAIR``), and the number of hot
-    sketch band keys."""
+) -> tuple[DataFrame, list[tuple[int, int]]]:
+    """The sketch bands' pairs for the shuffled join (``band`` = ``SKETCH_PAIR``), and the hot sketch band
+    keys (band, key)."""
     rows = ctx.persist(sketch_key_rows(ident.reps, sketches))
     pairs, hot = shuffled_sketch_join(
         rows, masks=design.masks, max_distance=k, hot_bucket_limit=bands.hot_bucket_limit
     )
     found = ctx.materialize(pairs.withColumn(C.BAND, F.lit(SKETCH_PAIR)))
-    return found, hot.count()
+    return found, [(r[C.BAND], r[C.KEY]) for r in hot.select(C.BAND, C.KEY).collect()]
 
 
 @dataclass(frozen=True)
@@ -353,7 +365,7 @@ def _candidates(
     ctx: RunContext,
     sketches: DataFrame | None,
     judge: _Judge | None = None,
-) -> tuple[Design, DataFrame, int]:
+) -> tuple[Design, DataFrame, list[tuple[int, int]]]:
     """The band join inside tasks where the representatives fit the driver, else shuffled; with
     ``sketches``, the sketch bands' pairs too; ``judge`` judges them inside the tasks only (the candidates
     then have ``may_pass``). As ``_in_task_join``."""
@@ -366,7 +378,7 @@ def _candidates(
     design, joined = _shuffled_join(ident, scheme, report, k, bands, ctx)
     candidates = joined.withColumn(C.BAND, F.lit(None).cast("int"))
     if sketches is None:
-        return design, candidates, 0
+        return design, candidates, []
     from_sketch, sketch_hot = _shuffled_sketch_join(ident, sketches, design, k, bands, ctx)
     return design, ctx.persist(candidates.unionByName(from_sketch)), sketch_hot
 
@@ -436,9 +448,11 @@ def _accepted(
     few_limit: int,
     sketch_bands: bool = False,
     rejected_in_task: int | None = None,
-) -> tuple[DataFrame, int, dict[str, Any]]:
-    """The representatives' pairs the rule accepts (band-join candidates and hot-bucket forests), the
-    number of forest edges, and the check filter's statistics (``_filtered``). Up to ``few_limit``
+    limits: FloodLimits = DEFAULT_LIMITS,
+    sketch_hot: Sequence[tuple[int, int]] = (),
+) -> tuple[DataFrame, Flood, dict[str, Any]]:
+    """The representatives' pairs the rule accepts (band-join candidates and the hot buckets' members
+    resolved together), what that resolution found, and the check filter's statistics (``_filtered``). Up to ``few_limit``
     candidates are few enough for the driver to broadcast their ids: once the filter leaves that few, only
     those documents' texts are joined."""
     candidates, n_left, filtered = _filtered(
@@ -459,20 +473,35 @@ def _accepted(
         partitions = shuffle_partitions(texts.sparkSession)
         checked_texts = ctx.persist(rows_of_pairs(candidates, texts, partitions=partitions))
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
-    forest_edges = 0
+    flood = Flood(0, 0, 0)
     if design.n_hot and design.hot is not None:
         members_in = ident.reps.join(lengths, on=C.ID, how="inner")
         if titles is not None:
             members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
         sketches = summaries if sketch_bands else None
-        forest = ctx.persist(
+        resolved = ctx.persist(
             hot_bucket_forest(
-                members_in, design.hot, masks=design.masks, rule=rule, texts=texts, sketches=sketches
+                members_in,
+                design.hot,
+                masks=design.masks,
+                rule=rule,
+                texts=texts,
+                sketches=sketches,
+                limits=limits,
+                sketch_hot=sketch_hot,
             )
         )
-        forest_edges = forest.count()
+        capped = F.col(C.REASON) == FLOOD_CAPPED
+        totals = resolved.agg(
+            F.sum(F.when(capped, F.col(C.DISTANCE)).otherwise(0)).alias("capped"),
+            F.sum(F.when(capped, F.col(C.SIMILARITY)).otherwise(0)).alias("members"),
+            F.count(F.when(~capped, 1)).alias("edges"),
+        ).first()
+        assert totals is not None
+        flood = Flood(int(totals["members"] or 0), int(totals["edges"]), int(totals["capped"] or 0))
+        forest = resolved.where(~capped)
         rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-    return ctx.materialize(rep_pairs), forest_edges, filtered
+    return ctx.materialize(rep_pairs), flood, filtered
 
 
 def _find(
@@ -502,7 +531,7 @@ def _find(
         verdicts = [C.MAY_PASS, C.SHARES_BAND] if judged else []
         candidates = candidates.select(C.ID_A, C.ID_B, C.DISTANCE, *verdicts)
     with ctx.stage("verify"):
-        rep_pairs, forest_edges, filtered = _accepted(
+        rep_pairs, flood, filtered = _accepted(
             candidates,
             ident,
             design,
@@ -516,6 +545,8 @@ def _find(
             few_limit=params.local_max_edges,
             sketch_bands=sketches is not None,
             rejected_in_task=rejected if judged else None,
+            limits=params.flood_limits,
+            sketch_hot=sketch_hot,
         )
         by_reason = {r[C.REASON]: int(r["count"]) for r in rep_pairs.groupBy(C.REASON).count().collect()}
         # read by the write and again by the report: its joins with every member run once
@@ -526,7 +557,7 @@ def _find(
     edges = rep_pairs.select(F.col(C.ID_A).alias(C.SRC), F.col(C.ID_B).alias(C.DST)).unionByName(
         star_edges(ident.members)
     )
-    sketch = SketchBands(n_sketch, sketch_hot) if sketches is not None else None
-    stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, forest_edges, sketch)
+    sketch = SketchBands(n_sketch, len(sketch_hot)) if sketches is not None else None
+    stats = link_stats(ident.totals, design, rule, k, within_k, by_reason, n_pairs, flood, sketch)
     stats["verify"].update(filtered)  # the check read only the pairs its filter kept
     return _Found(pairs, edges, n_pairs, stats)

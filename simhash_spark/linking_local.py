@@ -25,7 +25,15 @@ from simhash_spark.core.link_local import (
 )
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.sketch_bands import stored_keys
-from simhash_spark.link_model import Design, Linked, LinkParams, SketchBands, finish_stats, link_stats
+from simhash_spark.link_model import (
+    Design,
+    Flood,
+    Linked,
+    LinkParams,
+    SketchBands,
+    finish_stats,
+    link_stats,
+)
 from simhash_spark.transforms.designs import design_rules
 from simhash_spark.transforms.driver_frames import driver_frame
 
@@ -149,6 +157,7 @@ def link_on_driver(
         design_rules(params.bands, in_task=True),
         params.pairs_max_group,
         params.sketch_bands,
+        params.flood_limits,
     )
     with ctx.stage("candidates"):
         found = find_candidates(documents(), settings)
@@ -168,7 +177,7 @@ def link_on_driver(
         local.within_k,
         local.by_reason,
         local.n_pairs,
-        local.forest_edges,
+        Flood(local.flood_members, local.forest_edges, local.flood_capped),
         sketch,
     )
     if local.sketch_rejected is not None:  # as the Spark path reports its check filter

@@ -75,6 +75,12 @@ def _run(spark, raw, overrides, local_max, in_task_max=10_000_000):
     return out
 
 
+def _same_whatever_the_join(stats):
+    """The shuffled join finds floods by bucket size alone (it cannot sort every fingerprint on the
+    driver), so where a flood was resolved its pairs/ may hold other spanning pairs of the same clusters."""
+    return ("documents", "clusters") if stats["flood"]["members"] else ("documents", "pairs", "clusters")
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_driver_linking_equals_the_spark_linking(spark, corpus, name):
@@ -95,9 +101,10 @@ def test_driver_linking_equals_the_spark_linking(spark, corpus, name):
         assert stats["groups_written_as_stars"] > 0
     if any(o.startswith("bands.scheme=") for o in CONFIGS[name]):  # auto prices the two joins differently
         shuffled = _run(spark, corpus, CONFIGS[name], 0, in_task_max=0)
-        for key in ("documents", "pairs", "clusters"):
+        for key in _same_whatever_the_join(stats):
             assert shuffled[key] == in_spark[key], key
-        assert shuffled["stats"]["hot_buckets"] == stats["hot_buckets"]
+        if not stats["flood"]["members"]:  # the shuffled join finds floods by bucket size alone
+            assert shuffled["stats"]["hot_buckets"] == stats["hot_buckets"]
         assert shuffled["join"] == "shuffled"
 
 
@@ -129,5 +136,5 @@ def test_fingerprints_that_would_crowd_the_driver_take_the_shuffled_join(spark, 
     monkeypatch.setattr(candidates, "COLLECT_BYTES", 1 << 40)
     crowded = _run(spark, corpus, config, 0)
     assert (in_task["join"], crowded["join"]) == ("in_task", "shuffled")
-    for key in ("documents", "pairs", "clusters"):
+    for key in _same_whatever_the_join(in_task["stats"]):
         assert crowded[key] == in_task[key], key

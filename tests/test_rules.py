@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.flood import flood_forest
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.verify import FINGERPRINT, IDENTICAL, VERIFIED, ThresholdPolicy, VerifyOptions
@@ -156,7 +156,7 @@ def test_hot_bucket_forests_link_exactly_what_the_rule_accepts(seed, n):
     n_chars = [rng.choice([20, 80, 120, 500]) for _ in range(n)]
     texts = [rng.choice(TEXTS) for _ in range(n)]
     titles = [None if rng.random() < 0.3 else rng.getrandbits(64) for _ in range(n)]
-    edges = accepted_forest(fps.view(np.int64), n_chars, texts, titles, rule)
+    edges = flood_forest(fps.view(np.int64), n_chars, texts, titles, rule).edges
     accepted = []
     for i in range(n):
         for j in range(i + 1, n):

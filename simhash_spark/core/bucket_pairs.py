@@ -81,11 +81,11 @@ def _first_table_is(tables: np.ndarray, diff: np.ndarray, masks: np.ndarray) -> 
 
 
 def band_join_finds(
-    fps: np.ndarray, masks: Sequence[int] | np.ndarray, k: int
+    fps: np.ndarray, masks: Sequence[int] | np.ndarray, k: int, flood: np.ndarray | None = None
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Whether the band join over ``masks`` (at ``k``) gives the row pair (i, j) of ``fps``: its
     fingerprints are within ``k`` bits and share a key in some table (its bucket may be hot: then the
-    hot-bucket forest stands for it)."""
+    hot buckets' members stand for it), or both are ``flood`` members (``flood_rows``)."""
     u = to_unsigned(np.asarray(fps))
     m = to_unsigned(np.asarray(masks, dtype=np.int64))
 
@@ -97,6 +97,8 @@ def band_join_finds(
         for s in range(0, len(close), step):
             part = close[s : s + step]
             out[part] = ((diff[part, None] & m[None, :]) == 0).any(axis=1)
+        if flood is not None:  # pairs of flood members: resolved by core.flood
+            out |= flood[i] & flood[j]
         return out
 
     return finds
@@ -204,7 +206,14 @@ class TableJoin:
 
 
 def _table(
-    fps: np.ndarray, t: int, masks: np.ndarray, *, k: int, limit: int, top: int
+    fps: np.ndarray,
+    t: int,
+    masks: np.ndarray,
+    *,
+    k: int,
+    limit: int,
+    top: int,
+    flood: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
     """One table: its rows grouped by key (``compact_keys``, ``key_order``; any order inside a bucket is
     enough: pairs are a set), buckets over ``limit`` left out, the rest compared (first-table rule over all
@@ -223,14 +232,102 @@ def _table(
     keys_of_notable = key_of(notable).tolist()
     buckets = [(int(n), t, int(f)) for n, f in zip(sizes[notable].tolist(), keys_of_notable, strict=True)]
     rows, kept_starts = order, starts
-    if len(hot):
-        kept = sizes <= limit
-        rows = order[np.repeat(kept, sizes)]
-        kept_starts = np.concatenate(([0], np.cumsum(sizes[kept]))).astype(np.int64)
+    if len(hot) or flood is not None:
+        kept = np.repeat(sizes <= limit, sizes)
+        if flood is not None:
+            kept &= ~flood[order]
+        rows = order[kept]
+        kept_sizes = np.diff(group_starts(None, keys[rows]))
+        kept_starts = np.concatenate(([0], np.cumsum(kept_sizes))).astype(np.int64)
     table_m = to_unsigned(masks)
     i, j, d = _pairs_in_buckets(kept_starts, lambda r: np.full(len(r), t), u[rows], k=k, masks=table_m)
     a, b = rows[i], rows[j]
+    if flood is not None:  # hot buckets' members are all resolved together: not merged
+        small = order[np.repeat(sizes <= limit, sizes)]
+        fa, fb, fd = _flood_pairs(u, keys, small, flood, t, k=k, masks=table_m)
+        a, b, d = np.concatenate([a, fa]), np.concatenate([b, fb]), np.concatenate([d, fd])
     return np.minimum(a, b), np.maximum(a, b), d, buckets
+
+
+def _flood_pairs(
+    u: np.ndarray,
+    keys: np.ndarray,
+    order: np.ndarray,
+    flood: np.ndarray,
+    t: int,
+    *,
+    k: int,
+    masks: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One table's pairs of a flood member and another fingerprint (flood members among themselves are
+    resolved by ``core.flood``), among the rows ``order`` (sorted by key): each other fingerprint meets
+    the flood members of its key."""
+    sorted_keys = keys[order]
+    is_flood = flood[order]
+    f_rows, f_keys = order[is_flood], sorted_keys[is_flood]
+    n_rows, n_keys = order[~is_flood], sorted_keys[~is_flood]
+    lo = np.searchsorted(f_keys, n_keys, side="left")
+    count = np.searchsorted(f_keys, n_keys, side="right") - lo
+    if not count.sum():
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.int32)
+    a = np.repeat(n_rows, count)
+    starts = np.repeat(lo - (np.cumsum(count) - count), count)
+    b = f_rows[starts + np.arange(len(a))]
+    diff = u[a] ^ u[b]
+    close = (popcount(diff) <= k) & _first_table_is(np.full(len(a), t), diff, masks)
+    return a[close], b[close], popcount(diff[close]).astype(np.int32)
+
+
+PROBE_TABLES = 8  # tables a flood is looked for in
+CROWD = 16  # a fingerprint meeting this many times the others chance would give it there is in a flood
+
+
+def flood_rows(
+    fps: np.ndarray, masks: np.ndarray, *, limit: int
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """The fingerprints of floods (many near-variants of one text), found before the join, and the
+    buckets, as (size, table, key), through which ``transforms.hot_buckets`` gathers them.
+
+    A flood puts its members in large buckets of every table. A fingerprint whose buckets in the first
+    ``PROBE_TABLES`` tables hold more others than ``CROWD`` times what chance gives (n / 2^bits a table)
+    and more than ``limit // CROWD`` makes one, and so does every fingerprint that shares one of those
+    buckets with it. Their pairs among themselves are left out of the join (``join_tables(flood=...)``):
+    all of them are resolved together (``core.flood``)."""
+    u = to_unsigned(fps)
+    degree = np.zeros(len(u), dtype=np.int64)
+    tables = []
+    for t in range(min(PROBE_TABLES, len(masks))):
+        keys, width = compact_keys(u, int(masks[t]))
+        order = key_order(keys, width)
+        starts = group_starts(None, keys[order])
+        sizes = np.diff(starts)
+        tables.append((t, order, starts, sizes))
+        degree[order] += np.repeat(sizes - 1, sizes)
+    chance = sum(len(u) / 2 ** (int(m) & 0xFFFFFFFFFFFFFFFF).bit_count() for m in masks[: len(tables)])
+    crowded = degree > max(limit // CROWD, CROWD * chance)
+    member = crowded.copy()
+    buckets: list[tuple[int, int, int]] = []
+    if not crowded.any():
+        return member, buckets
+    for t, order, starts, sizes in tables:
+        chosen = (np.add.reduceat(crowded[order].astype(np.int64), starts[:-1]) > 0) & (sizes > 1)
+        buckets += _buckets_of(fps, masks, t, order, starts, sizes, np.flatnonzero(chosen))
+        member[order[np.repeat(chosen, sizes)]] = True
+    return member, buckets
+
+
+def _buckets_of(
+    fps: np.ndarray,
+    masks: np.ndarray,
+    t: int,
+    order: np.ndarray,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    chosen: np.ndarray,
+) -> list[tuple[int, int, int]]:
+    firsts = to_unsigned(fps)[order[starts[chosen]]].view(np.int64) & masks[t]  # keys as Spark's LONG
+    return [(int(n), t, int(f)) for n, f in zip(sizes[chosen].tolist(), firsts.tolist(), strict=True)]
 
 
 def _largest_buckets(sizes: np.ndarray, key_of: Callable[[np.ndarray], np.ndarray], top: int) -> np.ndarray:
@@ -262,7 +359,14 @@ def rank_buckets(
 
 
 def join_tables(
-    fps: np.ndarray, masks: np.ndarray, tables: Iterable[int], *, k: int, limit: int, top: int = 10
+    fps: np.ndarray,
+    masks: np.ndarray,
+    tables: Iterable[int],
+    *,
+    k: int,
+    limit: int,
+    top: int = 10,
+    flood: np.ndarray | None = None,
 ) -> TableJoin:
     """Pairs within ``k`` bits that share a key in any of ``tables`` (indices into ``masks``), each pair
     from the first table of all ``masks`` in which it collides, so that tables joined apart (one task per
@@ -270,8 +374,9 @@ def join_tables(
     (their pairs are resolved as spanning forests) but reported, with each table's ``top`` largest.
 
     ``fps``: int64 fingerprints (several positions may hold the same value); ``masks``: int64, per table.
+    ``flood`` (``flood_rows``): fingerprints whose pairs among themselves are left out.
     """
-    parts = [_table(fps, t, masks, k=k, limit=limit, top=top) for t in tables]
+    parts = [_table(fps, t, masks, k=k, limit=limit, top=top, flood=flood) for t in tables]
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return TableJoin(empty, empty, np.zeros(0, dtype=np.int32), [])

@@ -5,7 +5,7 @@ Identical groups → band design (``core.designs``, counted on every fingerprint
 all of them too below ``bands.auto_sample_rows``) → bucket sizes and hot buckets → candidates
 (``core.bucket_pairs.join_tables``: each table's keys sorted, hot buckets skipped) → the pair rule
 (``core.rules``; texts fetched only for the pairs that need the check) → spanning forests of hot buckets
-(``core.forest``) → pairs expanded to every member → connected components (``core.components``). Every
+(``core.flood``) → pairs expanded to every member → connected components (``core.components``). Every
 step mirrors its Spark twin, and tests compare the two on the same inputs (tests/test_link_local.py).
 """
 
@@ -19,14 +19,14 @@ import numpy as np
 import pandas as pd
 
 from simhash_spark.core.bands import BITS, BandScheme, BitModel, parse_scheme
-from simhash_spark.core.bucket_pairs import band_join_finds, join_tables, rank_buckets
+from simhash_spark.core.bucket_pairs import band_join_finds, flood_rows, join_tables, rank_buckets
 from simhash_spark.core.components import component_labels
 from simhash_spark.core.designs import DesignRules, auto_designs, decide_design
-from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.flood import DEFAULT_LIMITS, FloodLimits, flood_forest
 from simhash_spark.core.mix64 import scramble
 from simhash_spark.core.rules import PairRule
 from simhash_spark.core.simhash import popcount, to_unsigned
-from simhash_spark.core.sketch_bands import BANDS, band_pairs, drop_hot, share_band
+from simhash_spark.core.sketch_bands import BANDS, band_pairs, drop_hot, share_band, without_keys
 from simhash_spark.core.sketch_filter import stored_sketches_may_pass
 from simhash_spark.core.verify import IDENTICAL
 
@@ -61,6 +61,7 @@ class LinkSettings:
     design_rules: DesignRules
     pairs_max_group: int
     sketch_bands: bool = False
+    flood_limits: FloodLimits = DEFAULT_LIMITS
 
 
 @dataclass
@@ -80,6 +81,8 @@ class LocalLinked:
     by_reason: dict[str, int]
     n_pairs: int
     forest_edges: int
+    flood_members: int = 0  # the hot buckets' members (core.flood)
+    flood_capped: int = 0  # of those, whose work reached the flood limits
 
 
 @dataclass
@@ -231,35 +234,33 @@ def _shares_band(cands: list[tuple[Any, Any, int]], docs: Documents) -> np.ndarr
 def _forests(
     reps: pd.DataFrame,
     docs: Documents,
-    masks: list[int],
-    hot: list[tuple[int, int]],
-    rule: PairRule,
+    found: Candidates,
+    settings: LinkSettings,
     texts: Callable[[set[Any]], Mapping[Any, str]],
-) -> set[PairRow]:
-    """Spanning-forest edges of every hot bucket's accepted pairs, as ``transforms.hot_buckets`` finds them."""
+) -> tuple[set[PairRow], int, int]:
+    """Accepted pairs spanning the clusters of all hot buckets' members, resolved together as
+    ``transforms.hot_buckets`` resolves them; with the number of members and of those capped."""
+    rule = settings.rule
     fps = reps["fingerprint"].to_numpy(dtype=np.int64)
     ids = reps["id"].to_numpy()
-    keys = _table_keys(fps, masks)
-    buckets = [np.flatnonzero(keys[t] == np.int64(key)) for t, key in hot]
-    text_of = texts({ids[i] for b in buckets for i in b.tolist()}) if rule.verify.enabled else {}
+    keys = _table_keys(fps, found.masks)
+    members = np.unique(np.concatenate([np.flatnonzero(keys[t] == np.int64(key)) for t, key in found.hot]))
+    member_ids = ids[members]
+    order = np.argsort(member_ids, kind="stable")
+    m_ids = member_ids[order].tolist()
+    text_of = texts(set(m_ids)) if rule.verify.enabled else {}
     n_chars = dict(zip(docs.ids.tolist(), docs.n_chars.tolist(), strict=True))
-    edges: set[PairRow] = set()
-    for members in buckets:
-        member_ids = ids[members]
-        order = np.argsort(member_ids, kind="stable")
-        m_ids = member_ids[order].tolist()
-        found = accepted_forest(
-            fps[members][order],
-            [n_chars[x] for x in m_ids],
-            [text_of.get(x) for x in m_ids],
-            [docs.titles.get(x) for x in m_ids]
-            if rule.title_max_distance is not None
-            else [None] * len(m_ids),
-            rule,
-            None if docs.sketch_keys is None else docs.keys_of(m_ids),
-        )
-        edges |= {(m_ids[i], m_ids[j], d, sim, reason) for i, j, d, sim, reason in found}
-    return edges
+    resolved = flood_forest(
+        fps[members][order],
+        [n_chars[x] for x in m_ids],
+        [text_of.get(x) for x in m_ids],
+        [docs.titles.get(x) for x in m_ids] if rule.title_max_distance is not None else [None] * len(m_ids),
+        rule,
+        None if docs.sketch_keys is None else without_keys(docs.keys_of(m_ids), found.sketch_hot),
+        settings.flood_limits,
+    )
+    edges = {(m_ids[i], m_ids[j], d, sim, reason) for i, j, d, sim, reason in resolved.edges}
+    return edges, len(m_ids), resolved.capped
 
 
 def _expand(rep_pairs: list[PairRow], groups: _Groups, max_group: int) -> list[PairRow]:
@@ -297,6 +298,7 @@ class Candidates:
     pairs: list[tuple[Any, Any, int]]  # id_a < id_b, distance
     sketch_pairs: int = 0  # of ``pairs``, those only the sketch bands gave (the last ones)
     sketch_hot_keys: int = 0
+    sketch_hot: list[tuple[int, int]] = field(default_factory=list)  # those keys: (band, key)
 
 
 def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
@@ -307,22 +309,30 @@ def find_candidates(docs: Documents, settings: LinkSettings) -> Candidates:
     scheme, report = choose_design_local(fps, k, settings.scheme, settings.design_rules)
     masks = scheme.table_masks(k)
     limit = settings.design_rules.hot_bucket_limit
-    joined = join_tables(fps, np.array(masks, dtype=np.int64), range(len(masks)), k=k, limit=limit)
-    largest, hot = rank_buckets(joined.buckets, limit)
+    table_masks = np.array(masks, dtype=np.int64)
+    flood, flood_buckets = flood_rows(fps, table_masks, limit=limit)
+    flooded = flood if flood.any() else None
+    joined = join_tables(fps, table_masks, range(len(masks)), k=k, limit=limit, flood=flooded)
+    largest, hot = rank_buckets(list(set(joined.buckets) | set(flood_buckets)), limit)
+    hot = sorted(set(hot) | {(table, key) for _, table, key in flood_buckets})
     ids = groups.reps["id"].to_numpy()
     i, j, d = joined.i, joined.j, joined.distance
     n_sketch = n_sketch_hot = 0
+    hot_keys: list[tuple[int, int]] = []
     if settings.sketch_bands and docs.sketch_keys is not None:
         keys, sketch_hot = drop_hot(docs.keys_of(ids), limit)
-        si, sj = band_pairs(keys, range(BANDS), skip=band_join_finds(fps, masks, k))
+        si, sj = band_pairs(keys, range(BANDS), skip=band_join_finds(fps, masks, k, flooded))
         sd = popcount(to_unsigned(fps[si]) ^ to_unsigned(fps[sj])).astype(np.int32)
         i, j, d = np.concatenate([i, si]), np.concatenate([j, sj]), np.concatenate([d, sd])
         n_sketch, n_sketch_hot = len(si), len(sketch_hot)
+        hot_keys = [(h.band, h.key) for h in sketch_hot]
     pairs = [
         (min(a, b), max(a, b), int(x))
         for a, b, x in zip(ids[i].tolist(), ids[j].tolist(), d.tolist(), strict=True)
     ]
-    return Candidates(docs, groups, scheme, report, masks, largest, hot, pairs, n_sketch, n_sketch_hot)
+    return Candidates(
+        docs, groups, scheme, report, masks, largest, hot, pairs, n_sketch, n_sketch_hot, hot_keys
+    )
 
 
 def link_local(
@@ -335,7 +345,9 @@ def link_local(
     reps = groups.reps
     rows, sketch_rejected = _accept(found.pairs, docs, rule, texts)
     accepted = {(p[0], p[1]): p for p in rows}
-    forest = _forests(reps, docs, found.masks, found.hot, rule, texts) if found.hot else set()
+    forest, flood_members, flood_capped = (
+        _forests(reps, docs, found, settings, texts) if found.hot else (set(), 0, 0)
+    )
     for p in sorted(forest, key=lambda p: (p[0], p[1])):
         accepted.setdefault((p[0], p[1]), p)
     rep_pairs = list(accepted.values())
@@ -366,4 +378,6 @@ def link_local(
         by_reason=by_reason,
         n_pairs=totals["within"] + cross,
         forest_edges=len(forest),
+        flood_members=flood_members,
+        flood_capped=flood_capped,
     )

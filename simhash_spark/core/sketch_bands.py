@@ -106,6 +106,15 @@ def drop_hot(keys: np.ndarray, limit: int) -> tuple[np.ndarray, list[HotKey]]:
     return out, hot
 
 
+def without_keys(keys: np.ndarray, hot: Iterable[tuple[int, int]]) -> np.ndarray:
+    """``keys`` with the given (band, key) pairs replaced by ``NO_KEY`` (the keys ``drop_hot`` dropped from
+    the join: a pair sharing only those shares no band, wherever it is judged)."""
+    out = keys.copy()
+    for band, key in hot:
+        out[out[:, band] == key, band] = NO_KEY
+    return out
+
+
 def _first_shared_band(keys: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """The first band in which rows i and j share a key (each pair shares one)."""
     return np.argmax((keys[i] == keys[j]) & (keys[i] != NO_KEY), axis=1)

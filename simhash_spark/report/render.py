@@ -182,12 +182,16 @@ def _stages(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _completeness(s: dict[str, Any]) -> str:
-    """Whether pairs/ lists every pair, and the buckets that were too large to compare in full."""
+    """Whether pairs/ lists every pair, the buckets that were too large to compare in full, and whether
+    resolving their members stayed within its bounds."""
+    flood = s.get("flood") or {}
     rows = [
         ("pairs_complete", s.get("pairs_complete", "—")),
         ("groups written as stars", s.get("groups_written_as_stars", 0)),
-        ("hot buckets (compared as forests)", s.get("hot_buckets", 0)),
-        ("hot bucket forest edges", s.get("hot_bucket_forest_edges", 0)),
+        ("hot buckets (members resolved together)", s.get("hot_buckets", 0)),
+        ("hot buckets' members", flood.get("members", 0)),
+        ("pairs spanning their clusters", s.get("hot_bucket_forest_edges", 0)),
+        ("members over the flood limits", flood.get("capped", 0)),
     ]
     if "largest_bit_skew" in s:
         rows.append(("largest bit skew", s["largest_bit_skew"]))
@@ -195,9 +199,16 @@ def _completeness(s: dict[str, Any]) -> str:
     if s.get("pairs_complete") is False or s.get("hot_buckets"):
         warning = (
             '<p class="warn">Not every pair is listed: identical groups larger than output.pairs_max_group '
-            "are written as stars, and hot buckets (over bands.hot_bucket_limit fingerprints) are linked as "
-            "spanning forests. Clusters are complete either way.</p>"
+            "are written as stars, and the members of hot buckets (over bands.hot_bucket_limit fingerprints) "
+            "are linked by accepted pairs spanning their clusters.</p>"
         )
+    if flood.get("capped"):
+        warning += (
+            f'<p class="warn">{flood["capped"]} of the hot buckets\' members reached bands.flood_max_candidates '
+            "or bands.flood_max_checks: their clusters may miss a member.</p>"
+        )
+    elif s.get("hot_buckets"):
+        warning += "<p>Clusters are complete.</p>"
     return warning + _table(rows, ("measure", "value"))
 
 

@@ -215,10 +215,12 @@ def in_task_band_join(
     hot_bucket_limit: int,
     tasks: int,
     check: CheckFilter | None = None,
+    flood: np.ndarray | None = None,
 ) -> DataFrame:
     """The band join with every table sorted inside a task: ``reps`` is broadcast, and each of ``tasks``
     tasks joins every ``tasks``-th table (``core.bucket_pairs.join_tables``: each pair once over all
-    tables, buckets over ``hot_bucket_limit`` left to the forests).
+    tables, buckets over ``hot_bucket_limit`` left to ``core.flood``, and so the pairs among the ``flood``
+    fingerprints, ``core.bucket_pairs.flood_rows``).
 
     With ``reps.sketch_keys`` (hot keys already dropped, ``core.sketch_bands.drop_hot``), each task also
     joins every ``tasks``-th sketch band: the pairs sharing a band that the band join does not give, as
@@ -233,14 +235,14 @@ def in_task_band_join(
     and bucket rows (``band``, ``band_key``, ``bucket_size`` of every hot bucket and each table's ten
     largest; pair columns null).
     """
-    shipped = spark.sparkContext.broadcast(
-        (reps.ids, reps.fingerprints, reps.sketch_keys, _judge(reps, check))
-    )
     table_masks = np.array(masks, dtype=np.int64)
+    shipped = spark.sparkContext.broadcast(
+        (reps.ids, reps.fingerprints, reps.sketch_keys, _judge(reps, check), flood)
+    )
     n_tasks = max(1, min(tasks, max(len(masks), BANDS if reps.sketch_keys is not None else 0)))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ids, fps, keys, judged_by = shipped.value
+        ids, fps, keys, judged_by, flooded = shipped.value
         for batch in batches:
             for group in batch.column(0).to_pylist():
                 joined = join_tables(
@@ -249,10 +251,11 @@ def in_task_band_join(
                     range(group, len(masks), n_tasks),
                     k=max_distance,
                     limit=hot_bucket_limit,
+                    flood=flooded,
                 )
                 yield _joined_batch(ids, joined, judged=_judged(judged_by, joined))
                 if keys is not None:
-                    finds = band_join_finds(fps, table_masks, max_distance)
+                    finds = band_join_finds(fps, table_masks, max_distance, flooded)
                     i, j = band_pairs(keys, range(group, BANDS, n_tasks), skip=finds)
                     d = popcount(to_unsigned(fps[i]) ^ to_unsigned(fps[j])).astype(np.int32)
                     marked = TableJoin(i, j, d, [])

@@ -1,7 +1,10 @@
-"""Buckets too large to list every pair of (near-identical pile-ups): found before the join, resolved to a
-spanning forest (see core.forest)."""
+"""Buckets too large to list every pair of (floods of near-variants, near-identical pile-ups): found before
+the join, their members resolved together, once, to accepted pairs spanning their clusters (see
+core.flood)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -9,9 +12,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simhash_spark import columns as C
-from simhash_spark.core.forest import accepted_forest
+from simhash_spark.core.flood import DEFAULT_LIMITS, FloodLimits, flood_forest
 from simhash_spark.core.rules import PairRule
-from simhash_spark.core.sketch_bands import stored_keys
+from simhash_spark.core.sketch_bands import stored_keys, without_keys
 from simhash_spark.transforms.candidates import explode_band_keys
 
 
@@ -63,17 +66,29 @@ def large_buckets(
     )
 
 
-def _forest_frame(pdf: pd.DataFrame, rule: PairRule, with_sketches: bool) -> pd.DataFrame:
-    """One hot bucket's members (``id``, ``fingerprint``, ``n_chars``, ``text``, ``title_fingerprint``,
-    ``check_summary``) → its accepted spanning-forest edges (``core.forest.accepted_forest``)."""
+FLOOD_CAPPED = "flood_capped"  # the one row that carries the capped members (``distance``) and all of
+# them (``similarity``)
+
+
+def _forest_frame(
+    pdf: pd.DataFrame,
+    rule: PairRule,
+    with_sketches: bool,
+    limits: FloodLimits,
+    sketch_hot: Sequence[tuple[int, int]] = (),
+) -> pd.DataFrame:
+    """The hot buckets' members (``id``, ``fingerprint``, ``n_chars``, ``text``, ``title_fingerprint``,
+    ``check_summary``) → the accepted pairs spanning their clusters (``core.flood.flood_forest``), and one
+    row of reason ``FLOOD_CAPPED`` (``hot_bucket_forest``)."""
     pdf = pdf.sort_values(C.ID, kind="stable").reset_index(drop=True)
     ids = pdf[C.ID].to_numpy()
     titles = [None if pd.isna(t) else int(t) for t in pdf[C.TITLE_FINGERPRINT]]
     texts = [None if pd.isna(t) else t for t in pdf[C.TEXT]]
     summaries = [bytes(v) if isinstance(v, bytes | bytearray) else None for v in pdf[C.CHECK_SUMMARY]]
-    keys = stored_keys(summaries) if with_sketches else None
+    keys = without_keys(stored_keys(summaries), sketch_hot) if with_sketches else None
     fps = pdf[C.FINGERPRINT].to_numpy(dtype=np.int64)
-    edges = accepted_forest(fps, pdf[C.N_CHARS].astype(int).tolist(), texts, titles, rule, keys)
+    found = flood_forest(fps, pdf[C.N_CHARS].astype(int).tolist(), texts, titles, rule, keys, limits)
+    edges = [*found.edges, (0, 0, found.capped, float(len(ids)), FLOOD_CAPPED)] if len(ids) else []
     # typed columns: an empty result (no pair passed) must still convert to the schema
     id_dtype = pdf[C.ID].dtype
     return pd.DataFrame(
@@ -96,18 +111,26 @@ def hot_bucket_forest(
     rule: PairRule,
     texts: DataFrame | None = None,
     sketches: DataFrame | None = None,
+    limits: FloodLimits = DEFAULT_LIMITS,
+    sketch_hot: Sequence[tuple[int, int]] = (),
 ) -> DataFrame:
-    """Spanning-forest edges of the accepted-pairs graph inside every hot bucket (pairs ``rule`` accepts).
+    """Accepted pairs (pairs ``rule`` accepts) spanning the clusters of the members of all hot buckets,
+    resolved together in one task (``core.flood``): a flood fills hundreds of hot buckets, one per table,
+    with the same members.
 
     In: ``fps`` (``id``, ``fingerprint``, ``n_chars``, and ``title_fingerprint`` (nullable) with the
     title rule), ``hot`` (``band``, ``band_key``; small, broadcast), ``texts`` (``id``, ``text``; needed when
     the rule checks texts), with sketch bands ``sketches`` (``id``, ``check_summary``: a pair beyond its
     k that shares a band is checked). Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``;
-    distinct.
+    plus one row of reason ``FLOOD_CAPPED`` (``id_a`` = ``id_b``) counting in ``distance`` the members
+    whose candidates or failed checks reached ``limits`` and in ``similarity`` all members.
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
-    members = explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks).join(
-        F.broadcast(hot.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="inner"
+    members = (
+        explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks)
+        .join(F.broadcast(hot.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="left_semi")
+        .select(C.ID, C.FINGERPRINT)
+        .distinct()
     )
     members = members.join(fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner")
     if rule.verify.enabled:
@@ -121,6 +144,7 @@ def hot_bucket_forest(
     else:
         members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
     with_sketches = sketches is not None  # the task's function must not hold the DataFrame
+    dropped = tuple(sketch_hot)
     if sketches is not None:
         members = members.join(sketches.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
     else:
@@ -129,11 +153,10 @@ def hot_bucket_forest(
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
     return (
-        members.select(
-            C.BAND, C.KEY, C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT, C.CHECK_SUMMARY
-        )
-        .groupBy(C.BAND, C.KEY)
-        .applyInPandas(lambda pdf: _forest_frame(pdf, rule, with_sketches), schema=schema)
+        members.select(C.ID, C.FINGERPRINT, C.N_CHARS, C.TEXT, C.TITLE_FINGERPRINT, C.CHECK_SUMMARY)
+        .withColumn(C.FLOOD_GROUP, F.lit(0))
+        .groupBy(C.FLOOD_GROUP)
+        .applyInPandas(lambda pdf: _forest_frame(pdf, rule, with_sketches, limits, dropped), schema=schema)
         .select(
             C.ID_A,
             C.ID_B,
@@ -141,5 +164,4 @@ def hot_bucket_forest(
             F.when(~F.isnan(C.SIMILARITY), F.col(C.SIMILARITY)).alias(C.SIMILARITY),
             C.REASON,
         )
-        .distinct()
     )
