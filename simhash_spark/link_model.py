@@ -94,6 +94,8 @@ class Design:
     n_hot: int
     largest_buckets: list[dict[str, Any]]
     join: str  # where the band join ran: "in_task", "shuffled" or "driver"
+    # the fingerprints in the hot buckets, when the driver knows them (None: found by a Spark join)
+    hot_members: np.ndarray | None = None
 
 
 def finish_stats(

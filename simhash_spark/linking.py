@@ -22,7 +22,7 @@ from simhash_spark import columns as C
 from simhash_spark.config import BandsConfig
 from simhash_spark.context import RunContext, shuffle_partitions
 from simhash_spark.core.bands import BandScheme, parse_scheme
-from simhash_spark.core.bucket_pairs import flood_rows, rank_buckets
+from simhash_spark.core.bucket_pairs import flood_rows, in_buckets, rank_buckets
 from simhash_spark.core.check_filter import SKETCH, CheckFilter, requested
 from simhash_spark.core.flood import DEFAULT_LIMITS, FloodLimits
 from simhash_spark.core.link_local import choose_design_local
@@ -322,7 +322,8 @@ def _in_task_join(
     )
     hot_keys = sorted(set(hot_keys) | {(table, key) for _, table, key in flood_buckets})
     hot = spark.createDataFrame(hot_keys, f"{C.BAND} int, {C.KEY} bigint")
-    design = Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task")
+    members = reps.fingerprints[in_buckets(reps.fingerprints, np.array(masks, dtype=np.int64), hot_keys)]
+    design = Design(scheme, masks, report, hot, len(hot_keys), largest, "in_task", np.unique(members))
     verdicts = [C.MAY_PASS, C.SHARES_BAND] if judge is not None else []
     pairs = joined.where(~is_bucket).select(C.ID_A, C.ID_B, C.DISTANCE, C.BAND, *verdicts)
     return design, pairs, sketch_hot
@@ -473,35 +474,67 @@ def _accepted(
         partitions = shuffle_partitions(texts.sparkSession)
         checked_texts = ctx.persist(rows_of_pairs(candidates, texts, partitions=partitions))
     rep_pairs = accept_pairs(candidates, rule=rule, lengths=lengths, texts=checked_texts, titles=titles)
-    flood = Flood(0, 0, 0)
-    if design.n_hot and design.hot is not None:
-        members_in = ident.reps.join(lengths, on=C.ID, how="inner")
-        if titles is not None:
-            members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
-        sketches = summaries if sketch_bands else None
-        resolved = ctx.persist(
-            hot_bucket_forest(
-                members_in,
-                design.hot,
-                masks=design.masks,
-                rule=rule,
-                texts=texts,
-                sketches=sketches,
-                limits=limits,
-                sketch_hot=sketch_hot,
-            )
+    if not (design.n_hot and design.hot is not None):
+        return ctx.materialize(rep_pairs), Flood(0, 0, 0), filtered
+    resolved = ctx.persist(
+        _hot_forest(
+            ident,
+            design,
+            rule,
+            lengths=lengths,
+            texts=texts,
+            titles=titles,
+            sketches=summaries if sketch_bands else None,
+            limits=limits,
+            sketch_hot=sketch_hot,
         )
-        capped = F.col(C.REASON) == FLOOD_CAPPED
-        totals = resolved.agg(
-            F.sum(F.when(capped, F.col(C.DISTANCE)).otherwise(0)).alias("capped"),
-            F.sum(F.when(capped, F.col(C.SIMILARITY)).otherwise(0)).alias("members"),
-            F.count(F.when(~capped, 1)).alias("edges"),
-        ).first()
-        assert totals is not None
-        flood = Flood(int(totals["members"] or 0), int(totals["edges"]), int(totals["capped"] or 0))
-        forest = resolved.where(~capped)
-        rep_pairs = rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B])
-    return ctx.materialize(rep_pairs), flood, filtered
+    )
+    # one job: the flood's single task runs beside the other pairs' checks
+    forest = resolved.where(F.col(C.REASON) != FLOOD_CAPPED)
+    rep_pairs = ctx.materialize(rep_pairs.unionByName(forest).dropDuplicates([C.ID_A, C.ID_B]))
+    return rep_pairs, _flood_totals(resolved), filtered
+
+
+def _flood_totals(resolved: DataFrame) -> Flood:
+    """What the resolution of the hot buckets' members found (its rows, computed already)."""
+    capped = F.col(C.REASON) == FLOOD_CAPPED
+    totals = resolved.agg(
+        F.sum(F.when(capped, F.col(C.DISTANCE)).otherwise(0)).alias("capped"),
+        F.sum(F.when(capped, F.col(C.SIMILARITY)).otherwise(0)).alias("members"),
+        F.count(F.when(~capped, 1)).alias("edges"),
+    ).first()
+    assert totals is not None
+    return Flood(int(totals["members"] or 0), int(totals["edges"]), int(totals["capped"] or 0))
+
+
+def _hot_forest(
+    ident: _Identical,
+    design: Design,
+    rule: PairRule,
+    *,
+    lengths: DataFrame,
+    texts: DataFrame | None,
+    titles: DataFrame | None,
+    sketches: DataFrame | None,
+    limits: FloodLimits,
+    sketch_hot: Sequence[tuple[int, int]],
+) -> DataFrame:
+    """The hot buckets' members resolved together (``transforms.hot_buckets.hot_bucket_forest``)."""
+    assert design.hot is not None
+    members_in = ident.reps.join(lengths, on=C.ID, how="inner")
+    if titles is not None:
+        members_in = members_in.join(titles.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="left")
+    return hot_bucket_forest(
+        members_in,
+        design.hot,
+        masks=design.masks,
+        rule=rule,
+        texts=texts,
+        sketches=sketches,
+        limits=limits,
+        sketch_hot=sketch_hot,
+        member_fingerprints=design.hot_members,
+    )
 
 
 def _find(

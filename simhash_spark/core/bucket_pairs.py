@@ -317,6 +317,17 @@ def flood_rows(
     return member, buckets
 
 
+def in_buckets(fps: np.ndarray, masks: np.ndarray, buckets: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Which of ``fps`` (int64) lie in one of ``buckets`` ((table, key), keys as Spark's LONG)."""
+    by_table: dict[int, list[int]] = {}
+    for table, key in buckets:
+        by_table.setdefault(table, []).append(key)
+    inside = np.zeros(len(fps), dtype=bool)
+    for table, keys in by_table.items():
+        inside |= np.isin(fps & np.int64(masks[table]), np.array(keys, dtype=np.int64))
+    return inside
+
+
 def _buckets_of(
     fps: np.ndarray,
     masks: np.ndarray,

@@ -103,6 +103,20 @@ def _forest_frame(
     )
 
 
+def _members(fps: DataFrame, hot: DataFrame, masks: list[int], known: np.ndarray | None) -> DataFrame:
+    """``id``, ``fingerprint`` of the documents of ``fps`` in a hot bucket: those of the fingerprints
+    ``known`` (int64) when the driver named them, else those whose band keys are ``hot``."""
+    if known is not None:
+        named = fps.sparkSession.createDataFrame(pd.DataFrame({C.FINGERPRINT: known.astype(np.int64)}))
+        return fps.select(C.ID, C.FINGERPRINT).join(F.broadcast(named), on=C.FINGERPRINT, how="left_semi")
+    return (
+        explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks)
+        .join(F.broadcast(hot.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="left_semi")
+        .select(C.ID, C.FINGERPRINT)
+        .distinct()
+    )
+
+
 def hot_bucket_forest(
     fps: DataFrame,
     hot: DataFrame,
@@ -113,6 +127,7 @@ def hot_bucket_forest(
     sketches: DataFrame | None = None,
     limits: FloodLimits = DEFAULT_LIMITS,
     sketch_hot: Sequence[tuple[int, int]] = (),
+    member_fingerprints: np.ndarray | None = None,
 ) -> DataFrame:
     """Accepted pairs (pairs ``rule`` accepts) spanning the clusters of the members of all hot buckets,
     resolved together in one task (``core.flood``): a flood fills hundreds of hot buckets, one per table,
@@ -124,15 +139,13 @@ def hot_bucket_forest(
     k that shares a band is checked). Out: ``id_a`` < ``id_b``, ``distance``, ``similarity``, ``reason``;
     plus one row of reason ``FLOOD_CAPPED`` (``id_a`` = ``id_b``) counting in ``distance`` the members
     whose candidates or failed checks reached ``limits`` and in ``similarity`` all members.
+    ``member_fingerprints`` (int64): the fingerprints in the hot buckets, when the driver knows them (a
+    join on them instead of every document's keys of every table).
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
-    members = (
-        explode_band_keys(fps.select(C.ID, C.FINGERPRINT), masks=masks)
-        .join(F.broadcast(hot.select(C.BAND, C.KEY)), on=[C.BAND, C.KEY], how="left_semi")
-        .select(C.ID, C.FINGERPRINT)
-        .distinct()
+    members = _members(fps, hot, masks, member_fingerprints).join(
+        fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner"
     )
-    members = members.join(fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner")
     if rule.verify.enabled:
         if texts is None:
             raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
