@@ -10,7 +10,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from simhash_spark.config import load_config
 from simhash_spark.core.bands import parse_scheme
-from simhash_spark.core.bucket_pairs import flood_rows
+from simhash_spark.core.bucket_pairs import flood_rows, in_buckets
 from simhash_spark.core.flood import FloodLimits, flood_forest
 from simhash_spark.core.normalize import NormalizeOptions
 from simhash_spark.core.rules import PairRule
@@ -80,6 +80,45 @@ def test_the_ngram_join_links_what_brute_force_links(seed, threshold):
     assert found.checks < n * (n - 1) // 8  # not a check per close pair: most are never compared
 
 
+@pytest.mark.parametrize(("seed", "block"), [(8, 1), (9, 5), (10, 64)])
+def test_blocks_of_members_probed_together_link_what_brute_force_links(monkeypatch, seed, block):
+    """Many trees grown at once (blocks of roots), and members sharing a fingerprint (accepted unchecked
+    by distance 0 when the rule allows): the same clusters as one member at a time."""
+    import simhash_spark.core.flood as flood
+
+    monkeypatch.setattr(flood, "_BLOCK", block)
+    texts = flood_texts(140, seed, reprints=30)
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, 48, size=len(texts)).astype(np.uint64)  # many share their fingerprint
+    n_chars = [len(t) for t in texts]
+    rule = PairRule(ThresholdPolicy(64), VerifyOptions(min_similarity=0.8), NormalizeOptions())
+    found = flood_forest(fps.view(np.int64), n_chars, texts, [None] * len(texts), rule)
+    want = brute_force(fps, n_chars, texts, rule)
+    assert found.capped == 0 and len(want) >= 10
+    assert set(found.edges) <= set(want)
+    assert union_find([e[:2] for e in found.edges]) == union_find([e[:2] for e in want])
+
+
+def test_a_member_whose_lists_were_too_long_probes_again_once_they_are_short():
+    """Variants differing only in a serial number share the notice's n-grams: the first members meet
+    lists longer than their budget; they probe again once the members of their cluster left the lists,
+    so none stays capped and the cluster is whole (unrelated variants first: blocks have grown)."""
+    rng = random.Random(12)
+    fixed = notice(rng)[1]
+    texts = [notice(rng)[0] for _ in range(40)]
+    texts += [notice(rng, fixed)[0] + f"编号{rng.randrange(10**8):08d}。" for _ in range(260)]
+    fps = np.random.default_rng(12).integers(0, 2**16, size=len(texts)).astype(np.uint64)
+    n_chars = [len(t) for t in texts]
+    rule = PairRule(ThresholdPolicy(64), VerifyOptions(min_similarity=0.8), NormalizeOptions())
+    found = flood_forest(
+        fps.view(np.int64), n_chars, texts, [None] * len(texts), rule, None, FloodLimits(64, 64)
+    )
+    want = brute_force(fps, n_chars, texts, rule)
+    assert found.capped == 0
+    assert set(found.edges) <= set(want)
+    assert union_find([e[:2] for e in found.edges]) == union_find([e[:2] for e in want])
+
+
 def test_other_measures_search_by_distance_with_failed_checks_bounded():
     texts = flood_texts(120, 5, reprints=20)
     fps = np.random.default_rng(5).integers(0, 2**12, size=len(texts)).astype(np.uint64)
@@ -128,6 +167,17 @@ def test_floods_are_found_and_random_fingerprints_are_not():
     assert buckets
 
 
+def test_the_members_of_hot_buckets_are_the_fingerprints_whose_keys_are_hot():
+    """The driver names the hot buckets' members for the Spark task as the band keys would (signed keys)."""
+    rng = np.random.default_rng(13)
+    masks = np.array(parse_scheme("lsh:387,18").table_masks(12), dtype=np.int64)
+    fps = rng.integers(-(2**63), 2**63 - 1, size=3000, dtype=np.int64)
+    fps[:50] = fps[0] ^ rng.integers(0, 2**10, size=50)  # share low-bit buckets
+    hot = [(int(t), int(fps[i] & masks[t])) for t, i in [(0, 0), (5, 7), (200, 2999), (386, 40)]]
+    want = np.array([any(int(fp & masks[t]) == key for t, key in hot) for fp in fps])
+    assert (in_buckets(fps, masks, hot) == want).all() and want.sum() >= 4
+
+
 def flood_frame(spark, n: int, reprints: int):
     from simhash_spark.demo.corpus import generate
 
@@ -137,6 +187,7 @@ def flood_frame(spark, n: int, reprints: int):
     return spark.createDataFrame(rows.reset_index(drop=True))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("driver", [True, False])
 def test_a_flood_gives_the_exhaustive_runs_clusters(spark, driver):
     """The exhaustive path (no flood found: every pair of every bucket compared) against the flood path

@@ -8,18 +8,25 @@ so a search that tries every close pair costs size² text checks.
 With the n-gram Jaccard check (``verify.measure = "char_jaccard"``, no pair accepted unchecked) the
 candidates come from a similarity join over the members' n-gram sets, as All-Pairs and PPJoin do it:
 n-grams ordered rarest first within the flood (the figures' n-grams, then the template's), each member
-probing with the prefix its threshold needs and indexed by the shorter prefix that members no larger than it
-need, in ascending size. Two sets at Jaccard ≥ t share an n-gram of those prefixes, so no pair that can
-pass is missed; the template's n-grams, shared by every member, come last and are never looked at.
-A candidate is compared first by a 256-bin one-permutation MinHash of the two sets (kept for the exact
-check unless its bins show it below t, which a pair at t escapes with probability below 1e-9), then
-exactly. Members already joined are not compared again (union-find), so a pile of near-identical texts
-costs one check per member.
+probing with the prefix its threshold needs the lists of the members of the sizes a pair at the threshold
+can have (kept in ascending size, so a size range is two binary searches) indexed by the shorter prefix
+the smaller of two sets needs. Two sets at Jaccard ≥ t share an n-gram of those prefixes, so no pair that
+can pass is missed; the template's n-grams, shared by every member, come last. A candidate is compared
+first by a 256-bin one-permutation MinHash of the two sets (half the bins, then all, each dropping a pair
+at t with probability below 5e-10), then exactly.
 
-Each member looks at no more than ``max_candidates`` candidates and runs no more than ``max_checks`` exact
-checks that fail; a member that reaches either is counted in ``capped``: only there can a cluster miss an
-edge. Other measures (or pairs accepted by distance alone) search breadth-first by Hamming distance
-(``core.forest``) with the same bound on failed checks.
+Members probe a block at a time (numpy's per-call cost paid once per block), breadth-first: a member
+probes once and meets the members that have not probed yet, so for every accepted pair one of its two
+members meets the other, and union-find over the accepted pairs gives the clusters. While the members
+still to probe are in one cluster (a pile of near-identical texts, probed one at a time while each
+reaches many), the members reached leave the lists too, so the pile costs about one check per member.
+
+Each member looks at no more than ``max_candidates`` list entries (rarest n-grams first, the list the
+budget runs out in taken as far as it lasts) and runs no more than ``max_checks`` exact checks that fail.
+A member whose budget ran out probes once more when the lists have shrunk; one that reaches a limit again,
+or the checks' limit, is counted in ``capped``: only there can a cluster miss an edge. Other measures (or
+pairs accepted by distance alone) search breadth-first by Hamming distance (``core.forest``) with the same
+bound on failed checks.
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -39,13 +45,13 @@ from simhash_spark.core.rules import PairRule
 from simhash_spark.core.shingles import codepoint_ngram_hashes_many
 from simhash_spark.core.simhash import to_unsigned
 from simhash_spark.core.sketch_bands import share_band
+from simhash_spark.core.sketch_filter import min_agreements
 
 _M64 = (1 << 64) - 1
 SKETCH_BINS = 256
 _BIN_SHIFT = np.uint64(64 - 8)
-_EMPTY = np.uint32(0xFFFFFFFF)
-MISS_RATE = 1e-9
-_COMPACT = 64  # index lists longer than this drop their reached members when read
+MISS_RATE = 1e-9  # the largest probability that the sketches drop a pair at the threshold
+_FIRST_BINS = SKETCH_BINS // 2  # the first look: half the bins, at half the miss rate
 FloodEdge = tuple[int, int, int, float | None, str]  # i < j, distance, similarity, reason
 
 
@@ -67,25 +73,30 @@ class FloodResult:
     capped: int = 0  # members whose candidates or failed checks reached the limits
 
 
-@lru_cache(maxsize=64)
-def min_bin_agreements(min_similarity: float, bins: int) -> int:
-    """The fewest agreeing bins a pair needs: the largest a such that a pair at Jaccard ``min_similarity``
-    agrees in fewer than a of the ``bins`` either set fills with probability at most ``MISS_RATE`` (a bin
-    of the union holds the same smallest hash in both sets with probability about the Jaccard)."""
-    below, t = 0.0, min_similarity
-    for a in range(bins + 1):
-        below_next = below + math.comb(bins, a) * t**a * (1 - t) ** (bins - a)
-        if below_next > MISS_RATE:
-            return a
-        below = below_next
-    return bins
+@dataclass(frozen=True)
+class _Needs:
+    """The fewest agreeing bins a pair needs, by the number of bins either set fills: among the first
+    ``_FIRST_BINS`` bins, then among all, each at half ``MISS_RATE`` (a bin of the union holds the same
+    smallest hash in both sets with probability about the Jaccard). The first look drops most pairs at
+    half the bytes."""
+
+    first: np.ndarray
+    all: np.ndarray
+
+    @classmethod
+    def of(cls, min_similarity: float) -> _Needs:
+        def needs(bins: int) -> np.ndarray:
+            return np.array([min_agreements(min_similarity, m, MISS_RATE / 2) for m in range(bins + 1)])
+
+        return cls(needs(_FIRST_BINS), needs(SKETCH_BINS))
 
 
 def minhash_bins(sets: Sequence[np.ndarray]) -> np.ndarray:
-    """(n, 256) uint32: the low half of each set's smallest hash in each bin of its top 8 bits (all ones
-    when empty; two different smallest hashes agree once in 2³²: that can only keep a pair)."""
+    """(n, 256) uint8: each set's smallest hash in each bin of its top 8 bits, reduced to 1 … 255 (0 when
+    the bin is empty). Two different smallest hashes agree once in 255: that can only keep a pair, and
+    a pair's bins take a quarter of the bytes that the whole hashes would."""
     sizes = np.array([len(h) for h in sets], dtype=np.int64)
-    out = np.full(len(sets) * SKETCH_BINS, _EMPTY, dtype=np.uint32)
+    out = np.zeros(len(sets) * SKETCH_BINS, dtype=np.uint8)
     if not sizes.sum():
         return out.reshape(len(sets), SKETCH_BINS)
     hashes = np.concatenate(sets)
@@ -93,12 +104,19 @@ def minhash_bins(sets: Sequence[np.ndarray]) -> np.ndarray:
     # each set is sorted: within a cell the first hash is its smallest
     first = np.ones(len(cells), dtype=bool)
     first[1:] = cells[1:] != cells[:-1]
-    out[cells[first]] = (hashes[first] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    out[cells[first]] = (hashes[first] % np.uint64(255) + np.uint64(1)).astype(np.uint8)
     return out.reshape(len(sets), SKETCH_BINS)
+
+
+_PREPARED = 8192  # texts normalized and hashed in one step: arrays a cache holds, numpy's overhead paid once
 
 
 def normalized(texts: Sequence[str | None], rule: PairRule) -> list[np.ndarray | None]:
     """Each text's letters as the check normalizes them (None when missing)."""
+    if len(texts) > _PREPARED:
+        return [
+            cps for a in range(0, len(texts), _PREPARED) for cps in normalized(texts[a : a + _PREPARED], rule)
+        ]
     present = [i for i, t in enumerate(texts) if t is not None]
     letters = normalized_letters([texts[i] or "" for i in present], rule.norm)
     out: list[np.ndarray | None] = [None] * len(texts)
@@ -109,6 +127,10 @@ def normalized(texts: Sequence[str | None], rule: PairRule) -> list[np.ndarray |
 
 def ngram_sets(letters: Sequence[np.ndarray | None], n: int) -> list[np.ndarray]:
     """Each text's distinct n-gram hashes as the check computes them (sorted uint64; empty when missing)."""
+    if len(letters) > _PREPARED:
+        return [
+            h for a in range(0, len(letters), _PREPARED) for h in ngram_sets(letters[a : a + _PREPARED], n)
+        ]
     present = [i for i, cps in enumerate(letters) if cps is not None]
     hashed = codepoint_ngram_hashes_many([letters[i] for i in present], n)  # type: ignore[misc]
     out = [np.zeros(0, dtype=np.uint64) for _ in letters]
@@ -124,20 +146,6 @@ def joins_by_ngrams(rule: PairRule, letters: Sequence[np.ndarray | None]) -> boo
     if not v.enabled or v.measure != "char_jaccard" or v.accept_distance > 0:
         return False
     return not any(cps is not None and rule.short.is_short(len(cps)) for cps in letters)
-
-
-def _ranked(sets: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Each set as ranks of its n-grams, rarest in the flood first (ties by hash), sorted ascending."""
-    sizes = np.array([len(s) for s in sets], dtype=np.int64)
-    if not sizes.sum():
-        return [np.zeros(0, dtype=np.int64) for _ in sets]
-    values, inverse, counts = np.unique(np.concatenate(sets), return_inverse=True, return_counts=True)
-    order = np.lexsort((values, counts))
-    rank = np.empty(len(values), dtype=np.int64)
-    rank[order] = np.arange(len(values))
-    ranks = rank[inverse]
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
-    return [np.sort(ranks[bounds[i] : bounds[i + 1]]) for i in range(len(sets))]
 
 
 def flood_forest(
@@ -207,32 +215,27 @@ class _Judge:
 
 
 def _ngram_join(judge: _Judge, sets: list[np.ndarray], limits: FloodLimits) -> FloodResult:
-    """The similarity join over n-gram sets (module docstring; a missing text has none), breadth-first:
-    each member taken from the queue reaches the members not reached yet that it is accepted with, and a
-    reached member leaves the index for good. A pair at Jaccard ≥ t shares an n-gram between the
-    smaller set's short prefix (overlap ≥ 2t/(1+t)·its size) and the larger's long one (overlap ≥ t·its
-    size): each member is indexed by both, and probes each index with the other prefix."""
+    """The similarity join over n-gram sets (module docstring; a missing text has none), breadth-first and a
+    block of members at a time. A pair at Jaccard ≥ t shares an n-gram between the smaller set's short
+    prefix (overlap ≥ 2t/(1+t)·its size) and the larger's long one (overlap ≥ t·its size): each member is
+    indexed by both, and probes each index with the other prefix."""
     t = judge.rule.verify.min_similarity
-    ranks = _ranked(sets)
-    long = [prefix_length(len(r), t) for r in ranks]
-    short = [_short_prefix(len(r), t) for r in ranks]
+    ranks = _FlatRanks.of(sets)
+    sizes = ranks.sizes
+    long = np.array([prefix_length(int(m), t) for m in sizes.tolist()], dtype=np.int64)
+    short = np.array([_short_prefix(int(m), t) for m in sizes.tolist()], dtype=np.int64)
     search = _Search(
         judge,
         sets,
         ranks,
-        (_prefix_index(ranks, short), _prefix_index(ranks, long)),
+        (_Postings.of(ranks, short), _Postings.of(ranks, long)),
         (short, long),
         minhash_bins(sets),
-        np.array([min_bin_agreements(t, m) for m in range(SKETCH_BINS + 1)]),
+        _Needs.of(t),
         limits,
     )
-    for root in range(len(sets)):
-        if search.reached[root]:
-            continue
-        search.reached[root] = True
-        queue = deque([root])
-        while queue:
-            queue.extend(search.reach_from(queue.popleft()))
+    while (block := search.next_block()).size:
+        search.probe(block)
     return search.result
 
 
@@ -241,33 +244,136 @@ def _short_prefix(size: int, t: float) -> int:
     return size - math.ceil(round(2 * t / (1 + t) * size, 9)) + 1 if size else 0
 
 
-def _prefix_index(ranks: list[np.ndarray], lengths: list[int]) -> dict[int, np.ndarray]:
-    """n-gram rank -> the members holding it in their prefix of ``lengths``, as member << 32 | its
-    position there."""
-    tokens = [r[:p] for r, p in zip(ranks, lengths, strict=True)]
-    packed = [(np.int64(x) << np.int64(32)) | np.arange(p, dtype=np.int64) for x, p in enumerate(lengths)]
-    if not tokens or not sum(lengths):
-        return {}
-    all_tokens, all_packed = np.concatenate(tokens), np.concatenate(packed)
-    order = np.argsort(all_tokens, kind="stable")
-    all_tokens, all_packed = all_tokens[order], all_packed[order]
-    cuts = np.flatnonzero(np.diff(all_tokens)) + 1
-    keys = all_tokens[np.concatenate(([0], cuts))].tolist()
-    return dict(zip(keys, np.split(all_packed, cuts), strict=True))
+def _running_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The running sums of ``values`` within consecutive runs of ``counts`` values."""
+    sums = np.cumsum(values)
+    firsts, filled = np.cumsum(counts) - counts, counts > 0
+    before = np.zeros(len(counts), dtype=sums.dtype)
+    before[filled] = (sums - values)[firsts[filled]]
+    return sums - np.repeat(before, counts)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of int64 values by one sort (faster than its argsort where it needs one)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
+def _ranges(counts: np.ndarray) -> np.ndarray:
+    """0 … c-1 for each c of ``counts``, back to back."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts, counts)
+
+
+@dataclass(frozen=True)
+class _FlatRanks:
+    """Each set as ranks of its n-grams, rarest in the flood first (ties by hash), sorted ascending, back
+    to back: member x's at ``flat[starts[x] : starts[x] + sizes[x]]``."""
+
+    flat: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def of(cls, sets: Sequence[np.ndarray]) -> _FlatRanks:
+        sizes = np.array([len(s) for s in sets], dtype=np.int64)
+        starts = np.cumsum(sizes) - sizes
+        if not sizes.sum():
+            return cls(np.zeros(0, dtype=np.int64), starts, sizes)
+        hashes = np.concatenate(sets)
+        # a sort of the values and a search for each, not np.unique's argsort: several times faster
+        ordered = np.sort(hashes)
+        first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+        values = ordered[first]
+        counts = np.diff(np.append(np.flatnonzero(first), len(ordered)))
+        inverse = np.searchsorted(values, hashes)
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[np.lexsort((values, counts))] = np.arange(len(values))
+        owner = np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
+        # one sort of member · V + rank orders every set's ranks at once
+        keyed = np.sort(owner * len(values) + rank[inverse])
+        return cls(keyed - owner * len(values), starts, sizes)
+
+    def prefixes(self, members: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``lengths[x]`` ranks of each member x of ``members``, back to back, and their
+        positions in their sets."""
+        counts = lengths[members]
+        at = _ranges(counts)
+        return self.flat[np.repeat(self.starts[members], counts) + at], at
+
+
+class _Postings:
+    """n-gram rank -> the members holding it in their prefix, as member << 32 | its position there, in
+    ascending size (``entries[starts[r] : ends[r]]``; ``keys``: rank · span + size, ascending, so that a
+    size range of a list is two binary searches). A long list drops the members done with when it is
+    read, once enough members are done since it last did."""
+
+    def __init__(self, tokens: np.ndarray, entries: np.ndarray, sizes: np.ndarray, vocabulary: int) -> None:
+        self.span = int(sizes.max()) + 2 if len(sizes) else 2  # the last value marks dropped entries
+        order = np.lexsort((entries, sizes, tokens))
+        self.entries, self.keys = entries[order], (tokens * self.span + sizes)[order]
+        self.ends = np.cumsum(np.bincount(tokens, minlength=vocabulary))
+        self.starts = self.ends - np.bincount(tokens, minlength=vocabulary)
+        self.cleaned = np.zeros(vocabulary, dtype=np.int64)  # members done when the list was last read
+
+    @classmethod
+    def of(cls, ranks: _FlatRanks, lengths: np.ndarray) -> _Postings:
+        members = np.arange(len(lengths), dtype=np.int64)
+        tokens, at = ranks.prefixes(members, lengths)
+        owner = np.repeat(members, lengths)
+        vocabulary = int(ranks.flat.max()) + 1 if len(ranks.flat) else 0
+        return cls(tokens, (owner << np.int64(32)) | at, ranks.sizes[owner], vocabulary)
+
+    def windows(self, tokens: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the members of sizes ``low`` … ``high`` begin in the lists of ``tokens``, and how many."""
+        base = tokens * self.span
+        begin = np.maximum(np.searchsorted(self.keys, base + low, side="left"), self.starts[tokens])
+        end = np.minimum(
+            np.searchsorted(self.keys, base + np.minimum(high, self.span - 2), "right"), self.ends[tokens]
+        )
+        return begin, np.maximum(end - begin, 0)
+
+    def drop_done(self, tokens: np.ndarray, done: np.ndarray, n_done: int, compact: int) -> None:
+        """Leave out of the lists of ``tokens`` longer than ``compact`` the members ``done`` marks, where
+        an eighth of the list may have become done since it was last read."""
+        lengths = self.ends[tokens] - self.starts[tokens]
+        stale = (lengths > compact) & (8 * (n_done - self.cleaned[tokens]) >= lengths)
+        long = np.unique(tokens[stale])
+        if not long.size:
+            return
+        sizes = self.ends[long] - self.starts[long]
+        read = np.repeat(self.starts[long], sizes) + _ranges(sizes)
+        alive = ~done[self.entries[read] >> 32]
+        kept = np.bincount(np.repeat(np.arange(len(long)), sizes)[alive], minlength=len(long))
+        write = np.repeat(self.starts[long], kept) + _ranges(kept)
+        self.entries[write], self.keys[write] = self.entries[read[alive]], self.keys[read[alive]]
+        self.ends[long] = self.starts[long] + kept
+        dropped = np.repeat(self.ends[long], sizes - kept) + _ranges(sizes - kept)
+        self.keys[dropped] = np.repeat(long * self.span + self.span - 1, sizes - kept)
+        self.cleaned[long] = n_done
+
+    def gather(self, begin: np.ndarray, count: np.ndarray) -> np.ndarray:
+        return self.entries[np.repeat(begin, count) + _ranges(count)]
+
+
+_COMPACT = 64  # lists longer than this (or a 64th of the budget) drop the members done with when read
+_BLOCK = 1024  # members probed together: numpy's per-call cost paid once per block
 
 
 class _Search:
-    """The state of the breadth-first n-gram join."""
+    """The state of the breadth-first n-gram join, a block at a time. A member probes once (its block);
+    the members it may meet are those that have not probed yet: for an accepted pair, whichever of the
+    two probes first meets the other, so union-find over the accepted pairs gives the clusters."""
 
     def __init__(
         self,
         judge: _Judge,
         sets: list[np.ndarray],
-        ranks: list[np.ndarray],
-        index: tuple[dict[int, np.ndarray], dict[int, np.ndarray]],
-        prefixes: tuple[list[int], list[int]],
+        ranks: _FlatRanks,
+        index: tuple[_Postings, _Postings],
+        prefixes: tuple[np.ndarray, np.ndarray],
         bins: np.ndarray,
-        need: np.ndarray,
+        need: _Needs,
         limits: FloodLimits,
     ) -> None:
         self.judge, self.sets, self.ranks, self.bins, self.need, self.limits = (
@@ -280,95 +386,206 @@ class _Search:
         )
         self.short_index, self.long_index = index
         self.short, self.long = prefixes
-        self.sizes = np.array([len(x) for x in sets], dtype=np.int64)
-        self.reached = np.zeros(len(sets), dtype=bool)
+        n = len(sets)
+        self.probed = np.zeros(n, dtype=bool)
+        self.reached = np.zeros(n, dtype=bool)
+        self.block_size = 1
+        self.opened = [0] * n  # per cluster root: its members reached and not probed yet
+        self.open_trees = 0  # clusters with such members
+        self.retry: list[int] = []
+        self.retried = np.zeros(n, dtype=bool)
+        self.done = self.probed
+        self.n_done = 0
+        self.parent = list(range(n))
+        self.queue: deque[int] = deque()
+        self.next_root = 0
         self.result = FloodResult([])
-        _, inverse, counts = np.unique(judge.u, return_inverse=True, return_counts=True)
-        by_value = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
-        self.same = {int(m): by_value[g] for g in np.flatnonzero(counts > 1) for m in by_value[g]}
+        _, group, counts = np.unique(judge.u, return_inverse=True, return_counts=True)
+        self.group = np.where(counts[group] > 1, group, -1)
+        self.grouped = {int(g): np.flatnonzero(self.group == g) for g in np.flatnonzero(counts > 1)}
 
-    def reach_from(self, x: int) -> list[int]:
-        """The members not reached yet that ``x`` is accepted with, now reached (edges recorded)."""
-        found, capped = self._candidates(x)
-        reached: list[int] = []
-        failed = 0
-        for y in found.tolist():
-            if self.reached[y]:
+    def next_block(self) -> np.ndarray:
+        """Members reached and not probed yet; else those whose budget ran out, once more; else the next
+        members not reached (roots)."""
+        if self.queue:
+            take = min(len(self.queue), self.block_size)
+            return np.array([self.queue.popleft() for _ in range(take)], dtype=np.int64)
+        if self.retry:
+            block, self.retry = np.array(self.retry, dtype=np.int64), []
+            self.retried[block] = True
+            return block
+        roots = np.flatnonzero(~self.reached[self.next_root :])[: self.block_size] + self.next_root
+        if roots.size:
+            self.next_root = int(roots[-1]) + 1
+            self.reached[roots] = True
+            for root in roots.tolist():
+                self._open(root)
+        return roots
+
+    def probe(self, block: np.ndarray) -> None:
+        """The block's candidates judged, in order: accepted ones join the block's members' clusters. A
+        member whose budget ran out stays to be met and probes once more when the lists are shorter."""
+        self.done = self._done()
+        self.n_done = int(self.done.sum())
+        xs, ys, spent = self._candidates(block)
+        again = spent & ~self.retried[block]
+        self.retry.extend(block[again].tolist())
+        self.probed[block[~again]] = True
+        for x in block[~again].tolist():
+            self._close(x)
+        capped = set(block[spent & ~again].tolist())
+        failed = dict.fromkeys(block.tolist(), 0)
+        queued = len(self.queue)
+        for x, y in zip(xs.tolist(), ys.tolist(), strict=True):
+            if failed[x] >= self.limits.max_checks:
                 continue
-            a, b = (x, y) if x < y else (y, x)
-            d = self.judge.distance(a, b)
-            ok, band = self.judge.eligible(a, b, d)
-            if not ok:
-                continue
-            sim = None
-            if self.judge.rule.needs_text_check(d, within_k=not band):
-                sim = _jaccard(self.sets[a], self.sets[b])
-                self.result.checks += 1
-            reason = self.judge.reason(a, b, d, sim, band)
-            if reason is None:
-                failed += sim is not None
-                if failed >= self.limits.max_checks:
-                    capped = True
-                    break
-                continue
+            if self._judge(x, y) is False:
+                failed[x] += 1
+                if failed[x] >= self.limits.max_checks:
+                    capped.add(x)
+        self.result.capped += len(capped)
+        # one at a time while each member reaches many or the lists are long (they shrink between), else more
+        if 2 * int(spent.sum()) > len(block) or len(self.queue) - queued > 2 * len(block):
+            self.block_size = 1
+        else:
+            self.block_size = min(_BLOCK, 2 * self.block_size)
+
+    def _done(self) -> np.ndarray:
+        """The members no probe needs to meet: those probed, and, while the members still to probe are in
+        one cluster, those reached (a reached member is then in that cluster, or in one whose members have
+        all probed: that cluster has met all its pairs)."""
+        return self.probed | self.reached if self.open_trees <= 1 else self.probed
+
+    def _open(self, x: int) -> None:
+        root = self._find(x)
+        self.open_trees += self.opened[root] == 0
+        self.opened[root] += 1
+
+    def _close(self, x: int) -> None:
+        root = self._find(x)
+        self.opened[root] -= 1
+        self.open_trees -= self.opened[root] == 0
+
+    def _find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def _judge(self, x: int, y: int) -> bool | None:
+        """Whether the pair is accepted (recorded, y reached), False when its text check fails, None when
+        not judged (one cluster already, or not eligible)."""
+        rx, ry = self._find(x), self._find(y)
+        if rx == ry:
+            return None
+        a, b = (x, y) if x < y else (y, x)
+        d = self.judge.distance(a, b)
+        ok, band = self.judge.eligible(a, b, d)
+        if not ok:
+            return None
+        sim = None
+        if self.judge.rule.needs_text_check(d, within_k=not band):
+            sim = _jaccard(self.sets[a], self.sets[b])
+            self.result.checks += 1
+        reason = self.judge.reason(a, b, d, sim, band)
+        if reason is None:
+            return False if sim is not None else None
+        self.parent[rx] = ry
+        self.open_trees -= bool(self.opened[rx] and self.opened[ry])
+        self.opened[ry] += self.opened[rx]
+        self.opened[rx] = 0
+        self.result.edges.append((a, b, d, sim, reason))
+        if not self.reached[y]:
             self.reached[y] = True
-            reached.append(y)
-            self.result.edges.append((a, b, d, sim, reason))
-        self.result.capped += int(capped)
-        return reached
+            self.queue.append(y)
+            self._open(y)
+        return True
 
-    def _candidates(self, x: int) -> tuple[np.ndarray, bool]:
-        """Members of x's fingerprint (accepted unchecked), then those sharing a prefix n-gram (rarest
-        first) that the sizes, the positions of the first shared n-gram (PPJoin's positional filter) and
-        the sketches leave; and whether the budget of looked-at entries ran out."""
-        same = self.same.get(x, np.zeros(0, dtype=np.int64))
-        budget = [self.limits.max_candidates]
-        smaller, capped_s = self._side(x, self.short_index, self.long[x], budget, larger=False)
-        larger, capped_l = self._side(x, self.long_index, self.short[x], budget, larger=True)
-        members = np.union1d(smaller, larger)
-        members = members[members != x]
-        bx, by = self.bins[x], self.bins[members]
-        both_empty = (by == _EMPTY) & (bx == _EMPTY)
-        agree = ((by == bx) & ~both_empty).sum(axis=1)
-        members = members[agree >= self.need[SKETCH_BINS - both_empty.sum(axis=1)]]
-        return np.concatenate([same, members]), capped_s or capped_l
+    def _candidates(self, block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pairs (x, y) to judge, x in the block: members of x's fingerprint (accepted unchecked), then
+        those sharing a prefix n-gram that the sizes, the positions of the first shared n-gram (PPJoin's
+        positional filter) and the sketches leave; and the members whose budget of looked-at entries ran
+        out."""
+        budget = np.full(len(block), self.limits.max_candidates, dtype=np.int64)
+        smaller, capped_s = self._side(block, self.short_index, self.long, budget, larger=False)
+        larger, capped_l = self._side(block, self.long_index, self.short, budget, larger=True)
+        pairs = np.concatenate([smaller, larger])
+        n = np.int64(len(self.probed))
+        xs, ys = pairs // n, pairs % n
+        keep = self._sketches_agree(xs, ys)
+        xs, ys = xs[keep], ys[keep]
+        same_x, same_y = self._same(block)
+        rank = np.empty(len(self.probed), dtype=np.int64)
+        rank[block] = np.arange(len(block))
+        xs, ys = np.concatenate([same_x, xs]), np.concatenate([same_y, ys])
+        order = np.lexsort((ys, rank[xs]))
+        xs, ys = xs[order], ys[order]
+        # two members of the block meet each other twice: judged once
+        _, first = np.unique(np.minimum(xs, ys) * n + np.maximum(xs, ys), return_index=True)
+        first.sort()
+        return xs[first], ys[first], capped_s | capped_l
+
+    def _same(self, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) for the block's members x and the other members of their fingerprint not probed yet."""
+        xs, ys = [], []
+        for x in block[self.group[block] >= 0].tolist():
+            others = self.grouped[int(self.group[x])]
+            others = others[~self.done[others] & (others != x)]
+            xs.append(np.full(len(others), x, dtype=np.int64))
+            ys.append(others)
+        empty = np.zeros(0, dtype=np.int64)
+        return (np.concatenate(xs), np.concatenate(ys)) if xs else (empty, empty)
+
+    def _sketches_agree(self, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        keep = self._agree(xs, ys, _FIRST_BINS, self.need.first)
+        keep[keep] = self._agree(xs[keep], ys[keep], SKETCH_BINS, self.need.all)
+        return keep
+
+    def _agree(self, xs: np.ndarray, ys: np.ndarray, bins: int, need: np.ndarray) -> np.ndarray:
+        keep = np.zeros(len(xs), dtype=bool)
+        for a in range(0, len(xs), 1 << 14):
+            bx, by = self.bins[xs[a : a + (1 << 14)], :bins], self.bins[ys[a : a + (1 << 14)], :bins]
+            same = bx == by
+            both_empty = np.count_nonzero(same & (bx == 0), axis=1)
+            agree = np.count_nonzero(same, axis=1) - both_empty
+            keep[a : a + len(bx)] = agree >= need[bins - both_empty]
+        return keep
 
     def _side(
-        self, x: int, index: dict[int, np.ndarray], length: int, budget: list[int], *, larger: bool
-    ) -> tuple[np.ndarray, bool]:
-        """The members at least (``larger``) or at most x's size met through x's prefix of ``length`` in
-        ``index`` that may reach the threshold by size and positions."""
-        parts, at, counts, capped = [], [], [], False
-        for i, token in enumerate(self.ranks[x][:length].tolist()):
-            posting = index.get(token)
-            if posting is None:
-                continue
-            if len(posting) > _COMPACT:  # reached members leave long lists for good
-                posting = posting[~self.reached[posting >> 32]]
-                index[token] = posting
-            if len(posting) > budget[0]:
-                capped = True
-                break
-            budget[0] -= len(posting)
-            parts.append(posting)
-            at.append(i)
-            counts.append(len(posting))
-        if not parts:
-            return np.zeros(0, dtype=np.int64), capped
-        packed = np.concatenate(parts)
-        positions = np.repeat(np.array(at, dtype=np.int64), counts)
-        alive = ~self.reached[packed >> 32]
-        packed, positions = packed[alive], positions[alive]
-        members, first = np.unique(packed >> 32, return_index=True)  # each member's first shared n-gram
-        in_x, in_y = positions[first], packed[first] & 0xFFFFFFFF
+        self, block: np.ndarray, index: _Postings, lengths: np.ndarray, budget: np.ndarray, *, larger: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs x · n + y (x in the block) of members at least (``larger``) or at most x's size met through
+        x's prefix of ``lengths`` in ``index`` that may reach the threshold by size and positions; and
+        which members' ``budget`` (spent here) ran out."""
+        tokens, at = self.ranks.prefixes(block, lengths)
+        counts = lengths[block]
+        owner = np.repeat(np.arange(len(block)), counts)
+        index.drop_done(tokens, self.done, self.n_done, min(_COMPACT, self.limits.max_candidates // 64))
         t = self.judge.rule.verify.min_similarity
-        size_x, size_y = self.sizes[x], self.sizes[members]
+        size = self.ranks.sizes[block][owner]
+        if larger:  # the sizes a pair at t can have, past x's own (met on the other side)
+            low, high = size + 1, np.floor(np.round(size / t, 9)).astype(np.int64)
+        else:
+            low, high = np.ceil(np.round(t * size, 9)).astype(np.int64), size
+        begin, listed = index.windows(tokens, low, high)
+        # rarest first until the budget runs out, the list it runs out in taken as far as it lasts
+        met = np.clip(np.repeat(budget, counts) - _running_sums(listed, counts) + listed, 0, listed)
+        capped = np.bincount(owner, weights=met < listed, minlength=len(block)) > 0
+        budget -= np.bincount(owner, weights=met, minlength=len(block)).astype(np.int64)
+        used = met > 0
+        begin, met, owner, at = begin[used], met[used], owner[used], at[used]
+        entries = index.gather(begin, met)
+        x_of, in_x = block[np.repeat(owner, met)], np.repeat(at, met)
+        ys, in_y = entries >> 32, entries & 0xFFFFFFFF
+        size_x, size_y = self.ranks.sizes[x_of], self.ranks.sizes[ys]
         overlap = np.ceil(np.round(t / (1 + t) * (size_x + size_y), 9))
-        left = np.minimum(size_x - in_x, size_y - in_y)  # shared n-grams there can be at most
+        # shared n-grams from here on can be at most: largest at a pair's first shared n-gram (PPJoin's
+        # positional filter), so a pair is kept when any of its entries is
+        left = np.minimum(size_x - in_x, size_y - in_y)
         small, big = np.minimum(size_x, size_y), np.maximum(size_x, size_y)
-        sized = (size_y >= size_x) if larger else (size_y <= size_x)
-        keep = sized & (small >= np.ceil(np.round(t * big, 9))) & (left >= overlap)
-        return members[keep], capped
+        keep = ~self.done[ys] & (ys != x_of) & (left >= overlap) & (small >= np.ceil(np.round(t * big, 9)))
+        return _distinct(x_of[keep] * np.int64(len(self.probed)) + ys[keep]), capped
 
 
 def _jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,11 +1,12 @@
-"""Connected pieces of one hot bucket, locally: a breadth-first search with vectorized Hamming tests.
+"""A spanning forest of fingerprints within a Hamming distance, locally: a breadth-first search with
+vectorized Hamming tests.
 
-A bucket with thousands of distinct fingerprints would put size² pairs into the output; its members are
-instead gathered in one task and searched breadth-first: each member taken from the queue is compared
-with every member not reached yet in one XOR + popcount over a numpy array, and only the edges that
-reach a new member leave the task (at most size − 1 of them). The components are unchanged; only the
-list of pairs is shortened. A near-identical pile-up is one component, so the members still to reach
-shrink at once and the work stays far below size² comparisons.
+``core.flood`` resolves the members of hot buckets with it when the check is not the n-gram Jaccard (or
+pairs are accepted by their distance alone): each member taken from the queue is compared with every
+member not reached yet in one XOR + popcount over a numpy array, and only the edges that reach a new
+member are kept (at most size − 1 of them). The components are those of the accepted pairs; only the list
+of pairs is shortened. A near-identical pile-up is one component, so the members still to reach shrink at
+once and the work stays far below size² comparisons.
 """
 
 from __future__ import annotations

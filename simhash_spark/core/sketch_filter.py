@@ -64,18 +64,18 @@ def run_sketches(hashes: np.ndarray, counts: np.ndarray) -> list[bytes]:
     return [block[i * BINS : (i + 1) * BINS] for i in range(len(counts))]
 
 
-@lru_cache(maxsize=64)
-def min_agreements(min_similarity: float) -> int:
+@lru_cache(maxsize=1024)
+def min_agreements(min_similarity: float, bins: int = BINS, miss_rate: float = MISS_RATE) -> int:
     """The fewest agreeing bins a pair needs to be kept: the largest a such that a pair at Jaccard
-    ``min_similarity`` agrees in fewer than a bins with probability at most ``MISS_RATE``."""
-    below = 0.0  # P(Binomial(BINS, t) < a), as a grows
+    ``min_similarity`` agrees in fewer than a of ``bins`` bins with probability at most ``miss_rate``."""
+    below = 0.0  # P(Binomial(bins, t) < a), as a grows
     t = min_similarity
-    for a in range(BINS + 1):
-        below_next = below + math.comb(BINS, a) * t**a * (1 - t) ** (BINS - a)
-        if below_next > MISS_RATE:
+    for a in range(bins + 1):
+        below_next = below + math.comb(bins, a) * t**a * (1 - t) ** (bins - a)
+        if below_next > miss_rate:
             return a
         below = below_next
-    return BINS
+    return bins
 
 
 def agreements(sketches_a: np.ndarray, sketches_b: np.ndarray) -> np.ndarray:
