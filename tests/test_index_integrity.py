@@ -151,6 +151,7 @@ def test_check_verify_and_compaction_refuse_a_damaged_index(history, tmp_path, c
     assert manifest(index) == before
 
 
+@pytest.mark.heavy
 def test_a_backfilled_date_does_not_store_an_id_twice_and_pairs_stay_unique(tmp_path, capsys):
     index = tmp_path / "index"
     # 11-02 runs first; 11-01 (a failed day, rerun later) holds "shared" too; then 11-03

@@ -298,6 +298,7 @@ def _partition(pairs) -> set[frozenset]:
     return {frozenset(g) for g in groups.values()}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("where", ["driver", "in_task", "shuffled"])
 def test_hot_bucket_forests_take_pairs_beyond_their_k_that_share_a_band(spark, where):
     """Length steps make every pair's k 2 while the band join is built for 6; with a hot-bucket limit of
