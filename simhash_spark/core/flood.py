@@ -583,8 +583,7 @@ class _Search:
         # shared n-grams from here on can be at most: largest at a pair's first shared n-gram (PPJoin's
         # positional filter), so a pair is kept when any of its entries is
         left = np.minimum(size_x - in_x, size_y - in_y)
-        small, big = np.minimum(size_x, size_y), np.maximum(size_x, size_y)
-        keep = ~self.done[ys] & (ys != x_of) & (left >= overlap) & (small >= np.ceil(np.round(t * big, 9)))
+        keep = ~self.done[ys] & (ys != x_of) & (left >= overlap)  # sizes: the windows chose them
         return _distinct(x_of[keep] * np.int64(len(self.probed)) + ys[keep]), capped
 
 

@@ -117,6 +117,27 @@ def _members(fps: DataFrame, hot: DataFrame, masks: list[int], known: np.ndarray
     )
 
 
+def _member_rows(
+    members: DataFrame, fps: DataFrame, rule: PairRule, texts: DataFrame | None, sketches: DataFrame | None
+) -> DataFrame:
+    """The members (``id``, ``fingerprint``) with what the task reads of them: ``n_chars``, ``text``,
+    ``title_fingerprint``, ``check_summary`` (null where the rule or the run has none)."""
+    members = members.join(fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner")
+    if rule.verify.enabled:
+        if texts is None:
+            raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
+        members = members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="inner")
+    else:
+        members = members.withColumn(C.TEXT, F.lit(None).cast("string"))
+    if rule.title_max_distance is not None:
+        members = members.join(fps.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="inner")
+    else:
+        members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
+    if sketches is not None:
+        return members.join(sketches.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
+    return members.withColumn(C.CHECK_SUMMARY, F.lit(None).cast("binary"))
+
+
 def hot_bucket_forest(
     fps: DataFrame,
     hot: DataFrame,
@@ -143,25 +164,9 @@ def hot_bucket_forest(
     join on them instead of every document's keys of every table).
     """
     id_type = fps.schema[C.ID].dataType.simpleString()
-    members = _members(fps, hot, masks, member_fingerprints).join(
-        fps.select(C.ID, C.N_CHARS), on=C.ID, how="inner"
-    )
-    if rule.verify.enabled:
-        if texts is None:
-            raise ValueError(f"verify.measure={rule.verify.measure!r} needs the documents' texts")
-        members = members.join(texts.select(C.ID, C.TEXT), on=C.ID, how="inner")
-    else:
-        members = members.withColumn(C.TEXT, F.lit(None).cast("string"))
-    if rule.title_max_distance is not None:
-        members = members.join(fps.select(C.ID, C.TITLE_FINGERPRINT), on=C.ID, how="inner")
-    else:
-        members = members.withColumn(C.TITLE_FINGERPRINT, F.lit(None).cast("long"))
+    members = _member_rows(_members(fps, hot, masks, member_fingerprints), fps, rule, texts, sketches)
     with_sketches = sketches is not None  # the task's function must not hold the DataFrame
     dropped = tuple(sketch_hot)
-    if sketches is not None:
-        members = members.join(sketches.select(C.ID, C.CHECK_SUMMARY), on=C.ID, how="left")
-    else:
-        members = members.withColumn(C.CHECK_SUMMARY, F.lit(None).cast("binary"))
     schema = (
         f"{C.ID_A} {id_type}, {C.ID_B} {id_type}, {C.DISTANCE} int, {C.SIMILARITY} double, {C.REASON} string"
     )
